@@ -1,0 +1,22 @@
+"""torchport: run PyTorch code written for CUDA on any backend, and prove it still works.
+
+    import torchport
+    torchport.use("auto")      # first lines of an entry script
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "use", "TorchportError"]
+
+from torchport.errors import TorchportError
+
+
+def __getattr__(name: str):
+    # Keep `import torchport` cheap: heavy parts load on first use.
+    if name == "use":
+        from torchport.retarget.api import use
+
+        return use
+    raise AttributeError(f"module 'torchport' has no attribute {name!r}")

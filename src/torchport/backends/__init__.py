@@ -1,0 +1,122 @@
+"""The backend registry: every device torchport knows, the ONE priority order, and `resolve`.
+
+A third party adds a device with a `torchport.backends` entry point naming a module that defines
+a `Backend` subclass decorated with `register`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+
+from torchport.backends.base import Backend, Probe
+from torchport.errors import DeviceUnavailableError, UnknownDeviceError
+
+__all__ = [
+    "Backend",
+    "Probe",
+    "PRIORITY",
+    "register",
+    "get",
+    "names",
+    "all_backends",
+    "resolve",
+    "canonical_name",
+]
+
+#: The order `auto` tries backends in. The one place this order is written down.
+PRIORITY: tuple[str, ...] = ("cuda", "neuron", "xla", "xpu", "npu", "mps", "cpu")
+
+_BUILTIN_MODULES = ("cpu", "cuda", "xla", "neuron", "mps", "xpu", "npu", "emulated")
+_registry: dict[str, Backend] = {}
+_aliases: dict[str, str] = {}
+_loaded = False
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: add a backend (and its aliases) to the registry."""
+    instance = cls()
+    _registry[instance.name] = instance
+    for alias in instance.aliases:
+        _aliases[alias] = instance.name
+    return cls
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"torchport.backends.{module}")
+        except ModuleNotFoundError as error:
+            if error.name != f"torchport.backends.{module}":
+                raise
+    try:
+        entry_points = metadata.entry_points(group="torchport.backends")
+    except Exception:  # pragma: no cover - broken metadata must not break torchport
+        entry_points = ()
+    for entry_point in entry_points:
+        try:
+            entry_point.load()
+        except Exception:  # a broken plugin is reported by doctor, not fatal here
+            _broken_plugins[entry_point.name] = entry_point.value
+
+
+_broken_plugins: dict[str, str] = {}
+
+
+def all_backends() -> list[Backend]:
+    """Every registered backend: the priority order first, then the rest by name."""
+    _load()
+    ordered = [_registry[name] for name in PRIORITY if name in _registry]
+    ordered += [backend for name, backend in sorted(_registry.items()) if name not in PRIORITY]
+    return ordered
+
+
+def names() -> list[str]:
+    """Every name `resolve` accepts: backends, aliases and 'auto'."""
+    _load()
+    return ["auto", *[backend.name for backend in all_backends()], *sorted(_aliases)]
+
+
+def canonical_name(name: str) -> str:
+    """The registry name for `name` or one of its aliases; raises UnknownDeviceError."""
+    _load()
+    key = name.strip().lower()
+    if key in _registry:
+        return key
+    if key in _aliases:
+        return _aliases[key]
+    raise UnknownDeviceError(name, names())
+
+
+def get(name: str) -> Backend:
+    """The backend called `name` (or an alias of it), usable or not."""
+    return _registry[canonical_name(name)]
+
+
+def auto() -> tuple[Backend, dict[str, str]]:
+    """The first usable backend in PRIORITY, with the reason each earlier one was skipped."""
+    skipped: dict[str, str] = {}
+    for backend in all_backends():
+        if not backend.auto_selectable:
+            continue
+        probe = backend.probe()
+        if probe.usable:
+            return backend, skipped
+        skipped[backend.name] = probe.reason
+    raise AssertionError("the cpu backend is always usable")  # pragma: no cover
+
+
+def resolve(name: str = "auto") -> Backend:
+    """A usable backend for `name`; raises with the reason and the next step when there is none."""
+    if name.strip().lower() == "auto":
+        return auto()[0]
+    backend = get(name)
+    probe = backend.probe()
+    if not probe.usable:
+        usable = [other.name for other in all_backends() if other.probe().usable]
+        raise DeviceUnavailableError(backend.name, probe.reason, probe.how_to_enable, usable)
+    return backend

@@ -1,0 +1,143 @@
+"""The Backend protocol: one subclass per device, in a file named after its torch device type."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+from typing import ClassVar
+
+__all__ = ["Backend", "Probe", "package_installed"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether a backend can be used here, and if not, why and how to enable it."""
+
+    usable: bool
+    reason: str
+    how_to_enable: str = ""
+
+
+def package_installed(name: str) -> bool:
+    """True when `name` can be imported, found without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class Backend:
+    """A device torchport can run on.
+
+    Subclasses set the class attributes and implement `probe`. Nothing here may initialise the
+    device or import a vendor package at import time: probing is lazy and never raises.
+    """
+
+    #: Registry name; equals `torch.device(...).type` unless `device_type` says otherwise.
+    name: ClassVar[str]
+    #: The torch device type tensors of this backend carry.
+    device_type: ClassVar[str] = ""
+    #: Other names users type for this backend.
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: The torch.distributed backend for this device.
+    dist_backend: ClassVar[str] = "gloo"
+    #: Reduced precision the hardware prefers for autocast ("bfloat16" or "float16").
+    preferred_precision: ClassVar[str] = "bfloat16"
+    #: Whether torch.amp.GradScaler does useful work for fp16 here.
+    supports_grad_scaler: ClassVar[bool] = True
+    #: Whether host memory can be pinned for transfers to this device.
+    supports_pinned_memory: ClassVar[bool] = True
+    #: One line for `torchport doctor`.
+    description: ClassVar[str] = ""
+    #: Whether `auto` may pick it.
+    auto_selectable: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("device_type") and "name" in cls.__dict__:
+            cls.device_type = cls.name
+
+    # -- facts -------------------------------------------------------------------------------
+    def probe(self) -> Probe:  # pragma: no cover - every backend overrides
+        raise NotImplementedError
+
+    def is_accelerator(self) -> bool:
+        """False only for the host CPU."""
+        return self.device_type != "cpu"
+
+    def device_module(self) -> ModuleType:
+        """The `torch.<device>` module (torch.cuda, torch.xpu, torch.cpu, ...)."""
+        import torch
+
+        return torch.get_device_module(self.device_type)
+
+    def device_count(self) -> int:
+        try:
+            return int(self.device_module().device_count())
+        except Exception:
+            return 0
+
+    def device(self, index: int | None = None):
+        """The torch.device for ordinal `index` (None: the current one)."""
+        import torch
+
+        if index is None or not self.is_accelerator():
+            return torch.device(self.device_type)
+        count = self.device_count()
+        if count and index >= count:
+            index = index % count
+        return torch.device(self.device_type, index)
+
+    def device_name(self, index: int = 0) -> str:
+        try:
+            return str(self.device_module().get_device_name(index))
+        except Exception:
+            return self.description or self.name
+
+    def bf16_supported(self) -> bool:
+        return self.preferred_precision == "bfloat16"
+
+    def capability(self) -> tuple[int, int]:
+        """A CUDA-style compute capability that gates the features this device really has.
+
+        Code written for CUDA checks `>= (8, 0)` before using bf16 and fused attention; answer
+        (8, 0) where those work, (7, 0) otherwise.
+        """
+        return (8, 0) if self.bf16_supported() else (7, 0)
+
+    def total_memory(self, index: int = 0) -> int:
+        try:
+            return int(self.device_module().get_device_properties(index).total_memory)
+        except Exception:
+            return 0
+
+    def synchronize(self, index: int | None = None) -> None:
+        module = self.device_module()
+        if index is None:
+            module.synchronize()
+        else:
+            module.synchronize(index)
+
+    def memory_stat(self, stat: str, index: int | None = None) -> int:
+        """Device memory statistics (`memory_allocated`, `max_memory_allocated`, ...) in bytes."""
+        import torch
+
+        if not self.is_accelerator():
+            return 0
+        function = getattr(torch.accelerator, stat, None)
+        if function is None:
+            return 0
+        try:
+            return int(function(index) if index is not None else function())
+        except Exception:
+            return 0
+
+    def reset_peak_memory_stats(self, index: int | None = None) -> None:
+        import torch
+
+        if self.is_accelerator():
+            torch.accelerator.reset_peak_memory_stats(index)
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name}>"

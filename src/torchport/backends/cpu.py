@@ -1,0 +1,81 @@
+"""The host CPU: always usable; bf16 autocast pays off where the CPU has AVX512-BF16 or AMX."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+
+from torchport.backends import register
+from torchport.backends.base import Backend, Probe
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """CPU feature flags from /proc/cpuinfo (empty where the file does not exist)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX on x86, or any aarch64 with the bf16 extension."""
+    flags = cpu_flags()
+    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+
+
+@register
+class CPUBackend(Backend):
+    name = "cpu"
+    aliases = ("host",)
+    dist_backend = "gloo"
+    supports_pinned_memory = False
+    supports_grad_scaler = False
+    auto_selectable = True
+    description = "the host CPU"
+
+    @property
+    def preferred_precision(self) -> str:  # type: ignore[override]
+        return "bfloat16" if has_native_bf16() else "float32"
+
+    def probe(self) -> Probe:
+        return Probe(True, "always available")
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self, index: int = 0) -> str:
+        return cpu_model_name()
+
+    def bf16_supported(self) -> bool:
+        return True
+
+    def capability(self) -> tuple[int, int]:
+        # The host runs every dtype; what matters to CUDA-style checks is whether bf16 is fast.
+        return (8, 0) if has_native_bf16() else (7, 0)
+
+    def total_memory(self, index: int = 0) -> int:
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 0
+
+    def synchronize(self, index: int | None = None) -> None:
+        return None

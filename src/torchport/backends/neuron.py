@@ -1,0 +1,38 @@
+"""AWS Trainium / Inferentia through TorchNeuron (torch-neuronx >= 2.13, a PrivateUse1 device)."""
+
+from __future__ import annotations
+
+from torchport.backends import register
+from torchport.backends.base import Backend, Probe, package_installed
+
+
+@register
+class NeuronBackend(Backend):
+    name = "neuron"
+    aliases = ("trainium", "inferentia", "trn", "inf", "aws-neuron")
+    dist_backend = "neuron"
+    preferred_precision = "bfloat16"
+    supports_grad_scaler = False
+    description = "AWS Trainium / Inferentia NeuronCores through TorchNeuron"
+
+    def probe(self) -> Probe:
+        if not package_installed("torch_neuronx"):
+            return Probe(
+                False,
+                "torch_neuronx is not installed",
+                "Install torch-neuronx (Neuron SDK 2.33+, on a Trn2/Trn3 instance), or rehearse with "
+                "--device neuron-emulated.",
+            )
+        import torch
+
+        if not hasattr(torch, "neuron"):
+            return Probe(
+                False,
+                "torch_neuronx is installed but no 'neuron' device is registered (an XLA-based "
+                "torch-neuronx older than TorchNeuron?)",
+                "Upgrade to torch-neuronx 2.13+ for the native device, or use --device xla.",
+            )
+        return Probe(True, "TorchNeuron device registered")
+
+    def capability(self) -> tuple[int, int]:
+        return (8, 0)

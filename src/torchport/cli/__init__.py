@@ -1,0 +1,1 @@
+"""The command line: `main.py` plus one module per subcommand."""

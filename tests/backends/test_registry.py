@@ -1,0 +1,45 @@
+"""The backend registry: names, aliases, the one priority order, and errors for bad names."""
+
+import pytest
+
+from torchport import backends
+from torchport.errors import DeviceUnavailableError, UnknownDeviceError
+
+
+def test_every_builtin_backend_is_registered_once_in_priority_order():
+    names = [backend.name for backend in backends.all_backends()]
+    assert names[: len(backends.PRIORITY)] == list(backends.PRIORITY)
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(
+    "alias, name",
+    [("gpu", "cuda"), ("trainium", "neuron"), ("inferentia", "neuron"), ("tpu", "xla"), ("ascend", "npu")],
+)
+def test_aliases_resolve_to_their_backend(alias, name):
+    assert backends.get(alias).name == name
+
+
+def test_auto_picks_cpu_on_this_machine_and_says_why_others_were_skipped():
+    chosen, skipped = backends.auto()
+    assert chosen.name == "cpu"
+    assert "cuda" in skipped and "no CUDA" in skipped["cuda"]
+
+
+def test_unknown_device_lists_valid_names():
+    with pytest.raises(UnknownDeviceError) as info:
+        backends.resolve("tpuu")
+    assert "'tpuu'" in str(info.value) and "neuron" in str(info.value)
+
+
+def test_known_but_unusable_device_gives_reason_and_next_step():
+    with pytest.raises(DeviceUnavailableError) as info:
+        backends.resolve("trainium")
+    message = str(info.value)
+    assert "torch_neuronx is not installed" in message and "Install torch-neuronx" in message
+
+
+def test_probe_never_raises_for_any_backend():
+    for backend in backends.all_backends():
+        probe = backend.probe()
+        assert isinstance(probe.usable, bool) and probe.reason
