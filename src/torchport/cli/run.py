@@ -1,0 +1,45 @@
+"""`torchport run`: run a CUDA-written script or module on another device, with no code change."""
+
+from __future__ import annotations
+
+import argparse
+
+from torchport.errors import UsageError
+
+NAME = "run"
+HELP = "run a script (or -m module) written for CUDA on the chosen device"
+DESCRIPTION = (
+    "Run SCRIPT (or -m MODULE) with its CUDA usages redirected to --device. Only the program's own "
+    "code is retargeted (its directory, or the current directory for -m, plus --scope paths); "
+    "PyTorch and installed libraries see the real machine. Under torchrun: "
+    "torchrun [args] -m torchport run [options] SCRIPT [ARGS...]"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", help="target backend or alias (default: auto, or $TORCHPORT_DEVICE)")
+    parser.add_argument(
+        "--precision", choices=["keep", "auto", "bf16", "fp32"],
+        help="autocast policy (default: auto, or $TORCHPORT_PRECISION)",
+    )
+    parser.add_argument("--strict", action="store_true", default=None,
+                        help="fail on anything unsupported or silently ignored")
+    parser.add_argument("--report", metavar="FILE", help="write a JSON report of what was redirected")
+    parser.add_argument("--scope", metavar="PATH", action="append", default=[],
+                        help="also retarget code under PATH (repeatable; or $TORCHPORT_SCOPE)")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as python -m does")
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or, with -m, ARGS...")
+
+
+def run(args) -> int:
+    from torchport.retarget.api import activate, resolve_options
+    from torchport.retarget.runner import run_module, run_script
+
+    if args.module is None and not args.program:
+        raise UsageError("Nothing to run: give a SCRIPT or -m MODULE, e.g. torchport run train.py --epochs 1")
+    options = resolve_options(args.device, args.precision, args.strict, args.scope, args.report)
+    retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],
+                        options["report"])
+    if args.module is not None:
+        return run_module(args.module, args.program, retarget)
+    return run_script(args.program[0], args.program[1:], retarget)

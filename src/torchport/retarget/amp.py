@@ -1,0 +1,114 @@
+"""Autocast and GradScaler written for CUDA, run on the target under a precision policy.
+
+Policies (`--precision`):
+  keep  the dtype the code asked for (fp16 stays fp16), GradScaler on where the target has one;
+  auto  fp16 becomes the target's preferred reduced precision (bf16 on AMX/AVX512-BF16 CPUs and on
+        Neuron); where the target has no fast reduced precision, autocast is off; GradScaler is off
+        wherever fp16 was replaced, since bf16 and fp32 do not underflow like fp16;
+  bf16  every autocast region runs in bf16, GradScaler off;
+  fp32  autocast off, GradScaler off.
+Code that never asked for autocast is never cast. Every decision is recorded in the report.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from torchport.retarget import state
+
+__all__ = ["autocast", "cuda_amp_autocast", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype"]
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+_real_autocast = torch.autocast
+_real_grad_scaler = torch.amp.GradScaler
+
+
+def effective_dtype(requested: torch.dtype | None) -> torch.dtype | None:
+    """The dtype autocast runs in for a CUDA autocast that asked for `requested` (None: off)."""
+    retarget = state.current()
+    requested = requested or torch.float16  # CUDA's autocast default
+    policy = retarget.precision
+    if policy == "keep":
+        return requested
+    if policy == "fp32":
+        return None
+    if policy == "bf16":
+        return torch.bfloat16
+    # auto
+    if requested is torch.float16:
+        preferred = _DTYPES[retarget.backend.preferred_precision]
+        return None if preferred is torch.float32 else preferred
+    return requested
+
+
+def _describe(dtype: torch.dtype | None) -> str:
+    return "autocast off (fp32)" if dtype is None else f"autocast {str(dtype).replace('torch.', '')}"
+
+
+def _target_autocast(device_type: str, dtype, enabled: bool, cache_enabled):
+    retarget = state.current()
+    if device_type != "cuda":
+        return _real_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    effective = effective_dtype(dtype)
+    requested = str(dtype or torch.float16).replace("torch.", "")
+    retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
+    retarget.redirected("autocast('cuda')")
+    if effective is None:
+        return _real_autocast(retarget.type, enabled=False)
+    return _real_autocast(retarget.type, dtype=effective, enabled=enabled, cache_enabled=cache_enabled)
+
+
+def autocast(device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
+    """`torch.autocast` / `torch.amp.autocast` as seen by the application."""
+    return _target_autocast(device_type, dtype, enabled, cache_enabled)
+
+
+def cuda_amp_autocast(enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
+    """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda'))."""
+    return _target_autocast("cuda", dtype, enabled, cache_enabled)
+
+
+def GradScaler(device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
+               backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+    """`torch.amp.GradScaler` / `torch.cuda.amp.GradScaler`, enabled only where it does work."""
+    retarget = state.current()
+    if not isinstance(device, str):  # torch.cuda.amp.GradScaler(init_scale) positional form
+        init_scale, device = device, "cuda"
+    if device == "cuda":
+        retarget.redirected("GradScaler('cuda')")
+        device = retarget.type
+        if enabled:
+            fp16 = effective_dtype(torch.float16) is torch.float16
+            if not fp16:
+                enabled = False
+                retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
+            elif device not in _SCALER_DEVICES:
+                enabled = False
+                retarget.decide("GradScaler", f"disabled: torch has no GradScaler for {device!r}")
+            else:
+                retarget.decide("GradScaler", f"kept on {device}")
+    return _real_grad_scaler(device, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+
+
+# GradScaler's unscale kernel exists for these device types.
+_SCALER_DEVICES = {"cuda", "cpu", "xpu", "mps", "npu", "xla"}
+
+
+def custom_fwd(function=None, *, cast_inputs=None, device_type: str = "cuda"):
+    """`torch.cuda.amp.custom_fwd` / `torch.amp.custom_fwd(device_type='cuda')` on the target."""
+    retarget = state.current()
+    device_type = retarget.type if device_type == "cuda" else device_type
+    if function is None:
+        return functools.partial(torch.amp.custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    return torch.amp.custom_fwd(function, device_type=device_type, cast_inputs=cast_inputs)
+
+
+def custom_bwd(function=None, *, device_type: str = "cuda"):
+    retarget = state.current()
+    device_type = retarget.type if device_type == "cuda" else device_type
+    if function is None:
+        return functools.partial(torch.amp.custom_bwd, device_type=device_type)
+    return torch.amp.custom_bwd(function, device_type=device_type)

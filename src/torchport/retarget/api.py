@@ -1,0 +1,140 @@
+"""`torchport.use(...)` and `activate(...)`: turn retargeting on for the application's code."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from torchport import backends
+from torchport.errors import ConfigConflictError, UsageError
+from torchport.retarget import proxy, runtime, state
+from torchport.retarget.report import Recorder
+from torchport.retarget.scope import RetargetFinder, RetargetLoader
+
+__all__ = ["activate", "use", "resolve_options", "deactivate"]
+
+ENV_DEVICE = "TORCHPORT_DEVICE"
+ENV_PRECISION = "TORCHPORT_PRECISION"
+ENV_SCOPE = "TORCHPORT_SCOPE"
+ENV_STRICT = "TORCHPORT_STRICT"
+ENV_REPORT = "TORCHPORT_REPORT"
+
+
+def _from_env_or_flag(flag: str, value, env: str, default):
+    from_env = os.environ.get(env)
+    if value is not None and from_env is not None and str(value) != from_env:
+        raise ConfigConflictError(flag, str(value), env, from_env)
+    if value is not None:
+        return value
+    return from_env if from_env is not None else default
+
+
+def resolve_options(device=None, precision=None, strict=None, scope=None, report=None) -> dict:
+    """Merge flags with TORCHPORT_* variables; a disagreement between the two is an error."""
+    device = _from_env_or_flag("--device", device, ENV_DEVICE, "auto")
+    precision = _from_env_or_flag("--precision", precision, ENV_PRECISION, "auto")
+    if precision not in state.PRECISION_POLICIES:
+        raise UsageError(
+            f"Unknown precision policy {precision!r}. Allowed: {', '.join(state.PRECISION_POLICIES)}. "
+            "Use --precision keep to run exactly the dtypes the code asks for."
+        )
+    strict_env = os.environ.get(ENV_STRICT)
+    strict = bool(strict) or (strict_env not in (None, "", "0", "false"))
+    scope = list(scope or [])
+    scope += [path for path in os.environ.get(ENV_SCOPE, "").split(os.pathsep) if path]
+    report = _from_env_or_flag("--report", report, ENV_REPORT, None)
+    return {"device": device, "precision": precision, "strict": strict, "scope": scope, "report": report}
+
+
+def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bool = False,
+             report: str | None = None) -> state.Retarget:
+    """Retarget every module imported from now on whose file lies under `scope`.
+
+    Returns the active Retarget. Activating twice with the same device widens the scope; with a
+    different device it is an error (one target per process).
+    """
+    backend = backends.resolve(device)
+    existing = state.current()
+    if existing is not None:
+        if existing.backend.name != backend.name or existing.precision != precision:
+            raise UsageError(
+                f"torchport is already retargeting to {existing.backend.name!r} with precision "
+                f"{existing.precision!r}; cannot switch to {backend.name!r}/{precision!r} in the same "
+                "process. Start a new process for another target."
+            )
+        for path in scope:
+            if os.path.abspath(path) not in existing.scope:
+                existing.scope.append(os.path.abspath(path))
+        return existing
+    recorder = Recorder(target=backend.name, precision=precision)
+    retarget = state.Retarget(
+        backend=backend, precision=precision, strict=strict,
+        scope=[os.path.abspath(path) for path in scope], recorder=recorder,
+    )
+    state.set_current(retarget)
+    runtime.bind(retarget)
+    facades = proxy.Facades()
+    proxy._facades = facades
+    RetargetLoader.builtins_namespace = proxy.build_builtins(facades)
+    RetargetLoader.helper = runtime
+    sys.meta_path.insert(0, RetargetFinder(retarget.scope))
+    retarget.report_path = report
+    return retarget
+
+
+def deactivate() -> None:
+    """Stop retargeting newly imported modules (already imported ones keep their facades)."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, RetargetFinder)]
+    state.set_current(None)
+    runtime.bind(None)
+
+
+def finish(retarget: state.Retarget) -> None:
+    """Write the report (if asked) and print the summary once."""
+    if getattr(retarget, "_finished", False):
+        return
+    retarget._finished = True
+    if retarget.report_path:
+        retarget.recorder.write(retarget.report_path)
+    retarget.recorder.print_summary()
+
+
+def use(device: str | None = None, precision: str | None = None, strict: bool | None = None,
+        scope=None, report: str | None = None) -> state.Retarget:
+    """The one line: make the calling program's CUDA code run on `device` ('auto' by default).
+
+    Called at the top of the entry script, it runs the script again from the start with its CUDA
+    usages retargeted and exits with the script's own exit status; imports made before the call
+    are kept. Called elsewhere, it retargets every application module imported afterwards.
+    """
+    options = resolve_options(device, precision, strict, scope, report)
+    existing = state.current()
+    if existing is not None:
+        return activate(options["device"], options["scope"], options["precision"], options["strict"],
+                        options["report"])
+    frame = sys._getframe(1)
+    main = sys.modules.get("__main__")
+    caller_file = frame.f_code.co_filename
+    is_entry_script = (
+        frame.f_code.co_name == "<module>"
+        and frame.f_globals is getattr(main, "__dict__", None)
+        and caller_file
+        and os.path.isfile(caller_file)
+    )
+    from torchport.retarget import runner
+
+    if is_entry_script:
+        roots = [os.path.dirname(os.path.abspath(caller_file)), *options["scope"]]
+        retarget = activate(options["device"], roots, options["precision"], options["strict"],
+                            options["report"])
+        spec = frame.f_globals.get("__spec__")
+        if spec is not None and getattr(spec, "name", None):
+            code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
+        else:
+            code = runner.run_script(caller_file, sys.argv[1:], retarget, rerun=True)
+        raise SystemExit(code)
+    roots = [os.path.dirname(os.path.abspath(caller_file)), *options["scope"]]
+    retarget = activate(options["device"], roots, options["precision"], options["strict"], options["report"])
+    atexit.register(finish, retarget)
+    return retarget

@@ -1,0 +1,64 @@
+"""torch.backends.cudnn and torch.backends.cuda flags, mapped to their device-neutral meaning.
+
+cudnn.deterministic -> torch.use_deterministic_algorithms(True, warn_only=True)
+cudnn.benchmark, cudnn.enabled -> kept on CUDA, recorded as no-ops elsewhere
+cuda.matmul.allow_tf32 / cudnn.allow_tf32 -> kept on CUDA; elsewhere a no-op (TF32 is an NVIDIA
+    format; mapping it to another reduced-precision matmul would change results unasked)
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from torchport.retarget import state
+
+__all__ = ["FlagNamespace", "build_backends_module"]
+
+
+class FlagNamespace:
+    """An object whose attribute writes go through `on_set`; reads come from the real object."""
+
+    def __init__(self, real, api: str, on_set):
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_api", api)
+        object.__setattr__(self, "_on_set", on_set)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def __setattr__(self, name, value):
+        self._on_set(self._real, f"{self._api}.{name}", name, value)
+
+
+def _set_cudnn(real, api: str, name: str, value) -> None:
+    retarget = state.current()
+    if retarget.type == "cuda":
+        setattr(real, name, value)
+        return
+    if name == "deterministic":
+        retarget.redirected(api)
+        torch.use_deterministic_algorithms(bool(value), warn_only=True)
+        return
+    setattr(real, name, value)  # harmless off CUDA; keeps reads consistent
+    retarget.noop(api, f"cuDNN does not run on {retarget.backend.name}")
+
+
+def _set_cuda_flag(real, api: str, name: str, value) -> None:
+    retarget = state.current()
+    setattr(real, name, value)
+    if retarget.type != "cuda":
+        retarget.noop(api, f"TF32 and cuBLAS settings do not apply on {retarget.backend.name}")
+
+
+def build_backends_module(real_backends) -> types.ModuleType:
+    """A `torch.backends` whose cudnn and cuda members apply the mapping above."""
+    module = types.ModuleType("torch.backends")
+    module.__dict__.update(real_backends.__dict__)
+    module.cudnn = FlagNamespace(real_backends.cudnn, "torch.backends.cudnn", _set_cudnn)
+    cuda_flags = types.ModuleType("torch.backends.cuda")
+    cuda_flags.__dict__.update(real_backends.cuda.__dict__)
+    cuda_flags.matmul = FlagNamespace(real_backends.cuda.matmul, "torch.backends.cuda.matmul", _set_cuda_flag)
+    module.cuda = cuda_flags
+    return module

@@ -1,0 +1,485 @@
+"""The `torch.cuda` the application sees: the same API, answered by the target backend.
+
+Where the target has a real equivalent it is used (synchronize, memory statistics, streams and
+events through torch.Stream / torch.Event); where the target is the CPU, calls with no meaning
+there (set_device, empty_cache) are recorded as no-ops, events time with a real clock, and
+streams are context managers that run work in order. CUDA-only features with no substitute
+(CUDA graphs, IPC, jiterator) raise an error naming the call site and the alternative.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import types
+
+import torch
+
+from torchport.retarget import amp, state
+
+__all__ = ["build_cuda_module", "Event", "Stream"]
+
+_real_cuda = torch.cuda
+
+
+def _rt() -> state.Retarget:
+    return state.current()
+
+
+# -- devices ---------------------------------------------------------------------------------
+def is_available() -> bool:
+    _rt().redirected("torch.cuda.is_available")
+    return True
+
+
+def device_count() -> int:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.device_count")
+    return max(1, retarget.backend.device_count()) if retarget.accelerator else 1
+
+
+def current_device() -> int:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.current_device")
+    if not retarget.accelerator:
+        return 0
+    return torch.accelerator.current_device_index()
+
+
+def set_device(device) -> None:
+    retarget = _rt()
+    if not retarget.accelerator:
+        retarget.noop("torch.cuda.set_device", "the CPU has one device")
+        return
+    retarget.redirected("torch.cuda.set_device")
+    index = device if isinstance(device, int) else torch.device(retarget.map_string(str(device))).index
+    if index is not None:
+        torch.accelerator.set_device_index(retarget.index(index))
+
+
+class device:  # noqa: N801 - mirrors torch.cuda.device
+    """`with torch.cuda.device(i):` on the target."""
+
+    def __init__(self, device_index):
+        self.device_index = device_index
+        self._context = contextlib.nullcontext()
+
+    def __enter__(self):
+        retarget = _rt()
+        if retarget.accelerator and self.device_index is not None:
+            index = self.device_index
+            if not isinstance(index, int):
+                index = torch.device(retarget.map_string(str(index))).index or 0
+            self._context = torch.accelerator.device_index(retarget.index(index))
+        return self._context.__enter__()
+
+    def __exit__(self, *exc_info):
+        return self._context.__exit__(*exc_info)
+
+
+def synchronize(device=None) -> None:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.synchronize")
+    if retarget.accelerator:
+        retarget.backend.synchronize(None if device is None else retarget.index(_ordinal(device)))
+
+
+def _ordinal(device) -> int:
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", None)
+    return index or 0
+
+
+def get_device_name(device=None) -> str:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.get_device_name")
+    return retarget.backend.device_name(_ordinal(device) if device is not None else 0)
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.get_device_capability")
+    return retarget.backend.capability()
+
+
+def get_device_properties(device=None):
+    """A namespace with the fields CUDA code reads most (name, total_memory, major/minor, SMs)."""
+    import os
+
+    retarget = _rt()
+    retarget.redirected("torch.cuda.get_device_properties")
+    index = _ordinal(device) if device is not None else 0
+    major, minor = retarget.backend.capability()
+    processors = 1 if retarget.accelerator else (os.cpu_count() or 1)
+    return types.SimpleNamespace(
+        name=retarget.backend.device_name(index),
+        total_memory=retarget.backend.total_memory(index),
+        major=major,
+        minor=minor,
+        multi_processor_count=processors,
+        is_integrated=False,
+        is_multi_gpu_board=False,
+        type=retarget.type,
+    )
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.is_bf16_supported")
+    return retarget.backend.bf16_supported()
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def init() -> None:
+    return None
+
+
+# -- memory ----------------------------------------------------------------------------------
+def _memory(stat: str):
+    def function(device=None) -> int:
+        retarget = _rt()
+        if not retarget.accelerator:
+            retarget.noop(f"torch.cuda.{stat}", "the CPU keeps no device memory statistics (0)")
+            return 0
+        retarget.redirected(f"torch.cuda.{stat}")
+        return retarget.backend.memory_stat(stat, None if device is None else retarget.index(_ordinal(device)))
+
+    function.__name__ = stat
+    return function
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    retarget = _rt()
+    if not retarget.accelerator:
+        retarget.noop("torch.cuda.reset_peak_memory_stats", "the CPU keeps no device memory statistics")
+        return
+    retarget.redirected("torch.cuda.reset_peak_memory_stats")
+    retarget.backend.reset_peak_memory_stats(None if device is None else retarget.index(_ordinal(device)))
+
+
+def empty_cache() -> None:
+    retarget = _rt()
+    if not retarget.accelerator:
+        retarget.noop("torch.cuda.empty_cache", "the CPU has no caching allocator to empty")
+        return
+    retarget.redirected("torch.cuda.empty_cache")
+    retarget.backend.device_module().empty_cache()
+
+
+def memory_stats(device=None) -> dict:
+    return {
+        "allocated_bytes.all.current": _memory("memory_allocated")(device),
+        "allocated_bytes.all.peak": _memory("max_memory_allocated")(device),
+        "reserved_bytes.all.current": _memory("memory_reserved")(device),
+        "reserved_bytes.all.peak": _memory("max_memory_reserved")(device),
+    }
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    stats = memory_stats(device)
+    return "\n".join(f"{key}: {value}" for key, value in stats.items())
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.mem_get_info")
+    total = retarget.backend.total_memory(0)
+    used = retarget.backend.memory_stat("memory_reserved")
+    return max(total - used, 0), total
+
+
+# -- random numbers --------------------------------------------------------------------------
+def manual_seed(seed: int) -> None:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.manual_seed")
+    if retarget.accelerator:
+        retarget.backend.device_module().manual_seed(seed)
+    # On the CPU the application's torch.manual_seed already seeds the one generator; seeding it
+    # again here would change results relative to running the same code on CUDA.
+
+
+def manual_seed_all(seed: int) -> None:
+    retarget = _rt()
+    retarget.redirected("torch.cuda.manual_seed_all")
+    if retarget.accelerator:
+        module = retarget.backend.device_module()
+        getattr(module, "manual_seed_all", module.manual_seed)(seed)
+
+
+def seed() -> None:
+    if _rt().accelerator:
+        _rt().backend.device_module().seed()
+
+
+seed_all = seed
+
+
+def initial_seed() -> int:
+    if _rt().accelerator:
+        return _rt().backend.device_module().initial_seed()
+    return torch.initial_seed()
+
+
+def get_rng_state(device="cuda"):
+    if _rt().accelerator:
+        return _rt().backend.device_module().get_rng_state()
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    if _rt().accelerator:
+        _rt().backend.device_module().set_rng_state(new_state)
+    else:
+        torch.set_rng_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state()]
+
+
+def set_rng_state_all(new_states) -> None:
+    if new_states:
+        set_rng_state(new_states[0])
+
+
+# -- streams and events ----------------------------------------------------------------------
+class Event:
+    """`torch.cuda.Event`: torch.Event on accelerators; a wall-clock event on the CPU.
+
+    The CPU runs work in program order, so the time at `record()` is when all earlier work ended.
+    """
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        retarget = _rt()
+        retarget.redirected("torch.cuda.Event")
+        self._time: float | None = None
+        self._torchport_real = None
+        if retarget.accelerator:
+            self._torchport_real = torch.Event(retarget.device(), enable_timing=enable_timing)
+        self.enable_timing = enable_timing
+
+    def record(self, stream=None) -> None:
+        if self._torchport_real is not None:
+            real_stream = getattr(stream, "_torchport_real", stream)
+            self._torchport_real.record(real_stream) if real_stream is not None else self._torchport_real.record()
+            return
+        self._time = time.perf_counter()
+
+    def synchronize(self) -> None:
+        if self._torchport_real is not None:
+            self._torchport_real.synchronize()
+
+    def query(self) -> bool:
+        return self._torchport_real.query() if self._torchport_real is not None else True
+
+    def wait(self, stream=None) -> None:
+        if self._torchport_real is not None:
+            real_stream = getattr(stream, "_torchport_real", stream)
+            self._torchport_real.wait(real_stream) if real_stream is not None else self._torchport_real.wait()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds between this event and `end_event`, as CUDA reports them."""
+        if self._torchport_real is not None:
+            return self._torchport_real.elapsed_time(end_event._torchport_real)
+        if self._time is None or end_event._time is None:
+            raise RuntimeError(
+                "elapsed_time() needs both events recorded: call record() on each before asking."
+            )
+        return (end_event._time - self._time) * 1000.0
+
+
+class Stream:
+    """`torch.cuda.Stream`: torch.Stream on accelerators; on the CPU work is already in order."""
+
+    def __init__(self, device=None, priority: int = 0, **kwargs):
+        retarget = _rt()
+        retarget.redirected("torch.cuda.Stream")
+        self._torchport_real = None
+        if retarget.accelerator:
+            self._torchport_real = torch.Stream(retarget.device(), priority=priority)
+        self._context = contextlib.nullcontext()
+
+    def wait_stream(self, stream) -> None:
+        if self._torchport_real is not None:
+            self._torchport_real.wait_stream(getattr(stream, "_torchport_real", stream))
+
+    def wait_event(self, event) -> None:
+        if self._torchport_real is not None:
+            self._torchport_real.wait_event(event._torchport_real)
+
+    def record_event(self, event=None):
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        if self._torchport_real is not None:
+            self._torchport_real.synchronize()
+
+    def query(self) -> bool:
+        return self._torchport_real.query() if self._torchport_real is not None else True
+
+    def __enter__(self):
+        if self._torchport_real is not None:
+            self._context = self._torchport_real
+        return self._context.__enter__()
+
+    def __exit__(self, *exc_info):
+        return self._context.__exit__(*exc_info)
+
+
+_default_stream: Stream | None = None
+
+
+def current_stream(device=None) -> Stream:
+    global _default_stream
+    retarget = _rt()
+    if retarget.accelerator:
+        wrapper = Stream.__new__(Stream)
+        wrapper._torchport_real = torch.accelerator.current_stream()
+        wrapper._context = contextlib.nullcontext()
+        return wrapper
+    if _default_stream is None:
+        _default_stream = Stream()
+    return _default_stream
+
+
+default_stream = current_stream
+
+
+def stream(stream_object):
+    """`with torch.cuda.stream(s):`"""
+    if stream_object is None:
+        return contextlib.nullcontext()
+    return stream_object
+
+
+def set_stream(stream_object) -> None:
+    real = getattr(stream_object, "_torchport_real", None)
+    if real is not None:
+        torch.accelerator.set_stream(real)
+
+
+# -- nvtx ------------------------------------------------------------------------------------
+def _build_nvtx() -> types.ModuleType:
+    module = types.ModuleType("torch.cuda.nvtx", "NVTX ranges as torch.profiler ranges on the target.")
+    stack: list = []
+
+    def range_push(message: str) -> int:
+        context = torch.profiler.record_function(message)
+        context.__enter__()
+        stack.append(context)
+        return len(stack) - 1
+
+    def range_pop() -> int:
+        if stack:
+            stack.pop().__exit__(None, None, None)
+        return len(stack)
+
+    @contextlib.contextmanager
+    def range(message: str, *args, **kwargs):  # noqa: A001 - mirrors torch.cuda.nvtx.range
+        with torch.profiler.record_function(message.format(*args, **kwargs)):
+            yield
+
+    def mark(message: str) -> None:
+        with torch.profiler.record_function(message):
+            pass
+
+    module.range_push = range_push
+    module.range_pop = range_pop
+    module.range = range
+    module.mark = mark
+    return module
+
+
+# -- what cannot be redirected ---------------------------------------------------------------
+_UNSUPPORTED = {
+    "CUDAGraph": "torch.compile(model, mode='reduce-overhead') (uses the target's graph capture, if any)",
+    "graph": "torch.compile(model, mode='reduce-overhead')",
+    "graphs": "torch.compile(model, mode='reduce-overhead')",
+    "make_graphed_callables": "torch.compile(model)",
+    "jiterator": "a torch.compile'd Python function",
+    "ipc_collect": "nothing: CUDA IPC has no equivalent off CUDA",
+    "comm": "torch.distributed collectives",
+}
+
+
+def _unsupported(name: str):
+    alternative = _UNSUPPORTED[name]
+
+    def function(*args, **kwargs):
+        _rt().unsupported(f"torch.cuda.{name}", alternative)
+
+    function.__name__ = name
+    return function
+
+
+def _tensor_type(dtype: torch.dtype):
+    def constructor(*args, **kwargs):
+        retarget = _rt()
+        retarget.redirected(f"torch.cuda.{str(dtype)}Tensor")
+        if args and not isinstance(args[0], int):
+            return torch.tensor(args[0], dtype=dtype, device=retarget.device())
+        return torch.empty(*args, dtype=dtype, device=retarget.device())
+
+    return constructor
+
+
+class _CudaModule(types.ModuleType):
+    """Unknown attributes fall through to the real torch.cuda, and are reported."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(_real_cuda, name)
+        if callable(value) and not isinstance(value, type):
+            retarget = _rt()
+            if retarget is not None:
+                retarget.unsupported(
+                    f"torch.cuda.{name}", "a torch.accelerator or torch.get_device_module() call",
+                    raise_error=False,
+                )
+        return value
+
+
+def build_cuda_module() -> types.ModuleType:
+    """A fresh `torch.cuda` facade module."""
+    module = _CudaModule("torch.cuda", __doc__)
+    names = [
+        "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
+        "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
+        "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
+        "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
+        "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+        "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
+    ]
+    namespace = globals()
+    for name in names:
+        setattr(module, name, namespace[name])
+    for stat in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+        setattr(module, stat, _memory(stat))
+    module.reset_max_memory_allocated = reset_peak_memory_stats
+    module.reset_max_memory_cached = reset_peak_memory_stats
+    module.memory_cached = _memory("memory_reserved")
+    module.max_memory_cached = _memory("max_memory_reserved")
+    for name in _UNSUPPORTED:
+        setattr(module, name, _unsupported(name))
+    module.nvtx = _build_nvtx()
+    amp_module = types.ModuleType("torch.cuda.amp", "torch.cuda.amp on the target")
+    amp_module.autocast = amp.cuda_amp_autocast
+    amp_module.GradScaler = amp.GradScaler
+    amp_module.custom_fwd = amp.custom_fwd
+    amp_module.custom_bwd = amp.custom_bwd
+    module.amp = amp_module
+    for dtype, prefix in (
+        (torch.float32, "Float"), (torch.float16, "Half"), (torch.bfloat16, "BFloat16"),
+        (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),
+        (torch.int16, "Short"), (torch.int8, "Char"), (torch.uint8, "Byte"), (torch.bool, "Bool"),
+    ):
+        setattr(module, f"{prefix}Tensor", _tensor_type(dtype))
+    module.OutOfMemoryError = torch.OutOfMemoryError
+    return module

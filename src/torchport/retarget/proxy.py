@@ -1,0 +1,184 @@
+"""The `torch` the application's own modules import.
+
+An in-scope module gets its own `__builtins__` whose `__import__` hands back facades for torch,
+torch.cuda, torch.amp, torch.distributed and torch.backends. Every other attribute is the real
+one, copied into the facade's namespace so reading it costs what reading the real module costs.
+PyTorch itself and third-party libraries never see any of this.
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+
+import torch
+
+from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state
+from torchport.retarget.unsupported import CUDA_ONLY_PACKAGES, CudaOnlyImportError
+
+__all__ = ["Facades", "build_builtins"]
+
+_real_import = builtins.__import__
+_real_device = torch.device
+_real_generator = torch.Generator
+
+
+class _FacadeModule(types.ModuleType):
+    """A module facade: a copy of the real namespace plus overrides; misses fall through."""
+
+    def __init__(self, real: types.ModuleType, overrides: dict):
+        super().__init__(real.__name__, real.__doc__)
+        self.__dict__.update(real.__dict__)
+        self.__dict__.update(overrides)
+        object.__setattr__(self, "_torchport_real", real)
+
+    def __getattr__(self, name: str):
+        return getattr(object.__getattribute__(self, "_torchport_real"), name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._torchport_real, name, value)
+        self.__dict__[name] = value
+
+
+class _MappedClassMeta(type):
+    """Metaclass of stand-ins for torch classes: isinstance and construction go to the real class."""
+
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, cls._torchport_real)
+
+    def __subclasscheck__(cls, subclass) -> bool:
+        return issubclass(subclass, cls._torchport_real)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._torchport_construct(*args, **kwargs)
+
+
+def _construct_device(*args, **kwargs):
+    retarget = state.current()
+    if args and isinstance(args[0], str) and args[0].split(":")[0].strip() == "cuda":
+        retarget.redirected("torch.device('cuda')")
+        if len(args) > 1 and args[1] is not None:
+            return retarget.device(args[1])
+        real = _real_device(args[0])
+        return retarget.device(real.index)
+    if args and args[0].__class__ is int:
+        retarget.redirected("torch.device(ordinal)")
+        return retarget.device(args[0])
+    if kwargs.get("type") == "cuda":
+        retarget.redirected("torch.device(type='cuda')")
+        return retarget.device(kwargs.get("index"))
+    return _real_device(*args, **kwargs)
+
+
+def _construct_generator(device="cpu"):
+    return _real_generator(runtime.map_device(device))
+
+
+class DeviceFacade(metaclass=_MappedClassMeta):
+    """`torch.device` in application code: 'cuda' means the target."""
+
+    _torchport_real = _real_device
+    _torchport_construct = staticmethod(_construct_device)
+
+
+class GeneratorFacade(metaclass=_MappedClassMeta):
+    _torchport_real = _real_generator
+    _torchport_construct = staticmethod(_construct_generator)
+
+
+def _set_default_device(device):
+    return torch.set_default_device(runtime.map_device(device))
+
+
+def _get_device_module(device=None):
+    """`torch.get_device_module('cuda')` in application code is the torch.cuda facade."""
+    if device is None:
+        return torch.get_device_module(None)
+    if (isinstance(device, str) and device.split(":")[0] == "cuda") or (
+        isinstance(device, _real_device) and device.type == "cuda"
+    ):
+        return _facades.cuda
+    return torch.get_device_module(device)
+
+
+class Facades:
+    """The facade modules for one activation, and the `__import__` that hands them out."""
+
+    def __init__(self):
+        import torch.distributed as real_distributed
+
+        self.cuda = cuda_api.build_cuda_module()
+        self.amp = _FacadeModule(
+            torch.amp,
+            {
+                "autocast": amp.autocast,
+                "GradScaler": amp.GradScaler,
+                "custom_fwd": amp.custom_fwd,
+                "custom_bwd": amp.custom_bwd,
+            },
+        )
+        self.distributed = _FacadeModule(
+            real_distributed,
+            {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group},
+        )
+        self.backends = backend_flags.build_backends_module(torch.backends)
+        self.torch = _FacadeModule(
+            torch,
+            {
+                "cuda": self.cuda,
+                "amp": self.amp,
+                "distributed": self.distributed,
+                "backends": self.backends,
+                "device": DeviceFacade,
+                "Generator": GeneratorFacade,
+                "autocast": amp.autocast,
+                "set_default_device": _set_default_device,
+                "get_device_module": _get_device_module,
+            },
+        )
+        self.by_real = {
+            id(torch): self.torch,
+            id(torch.cuda): self.cuda,
+            id(torch.cuda.amp): self.cuda.amp,
+            id(torch.cuda.nvtx): self.cuda.nvtx,
+            id(torch.amp): self.amp,
+            id(real_distributed): self.distributed,
+            id(torch.backends): self.backends,
+            id(torch.backends.cudnn): self.backends.cudnn,
+            id(torch.backends.cuda): self.backends.cuda,
+        }
+
+    def import_(self, name, globals=None, locals=None, fromlist=(), level=0):
+        """`__import__` for in-scope modules."""
+        try:
+            module = _real_import(name, globals, locals, fromlist, level)
+        except ImportError as error:
+            top = name.partition(".")[0]
+            if level == 0 and top in CUDA_ONLY_PACKAGES:
+                retarget = state.current()
+                alternative = CUDA_ONLY_PACKAGES[top]
+                retarget.unsupported(f"import {name}", alternative, raise_error=False)
+                raise CudaOnlyImportError(top, retarget.backend.name, alternative) from error
+            raise
+        if level != 0:
+            return module
+        if name == "torch" or name.startswith("torch."):
+            if fromlist:
+                return self.by_real.get(id(module), module)
+            return self.torch
+        top = name.partition(".")[0]
+        if top in CUDA_ONLY_PACKAGES:
+            retarget = state.current()
+            if retarget.type != "cuda":
+                retarget.unsupported(f"import {name}", CUDA_ONLY_PACKAGES[top], raise_error=False)
+        return module
+
+
+def build_builtins(facades: Facades) -> dict:
+    """A builtins namespace for in-scope modules: the real one with `__import__` replaced."""
+    namespace = dict(builtins.__dict__)
+    namespace["__import__"] = facades.import_
+    return namespace
+
+
+_facades: Facades | None = None

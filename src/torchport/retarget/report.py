@@ -1,0 +1,114 @@
+"""What the retargeting runtime did: redirected CUDA usages, unsupported ones, precision decisions.
+
+Counting is one dict increment per mapped call; call sites come from the rewriter (static ids) or,
+for the torch.cuda facade, from the caller's frame.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+__all__ = ["Recorder", "Site"]
+
+#: Categories of events, in the order the summary prints them.
+REDIRECTED = "redirected"
+NOOP = "no-op"
+UNSUPPORTED = "unsupported"
+PRECISION = "precision"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in the application's source."""
+
+    filename: str
+    lineno: int
+    api: str
+
+    def location(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+@dataclass
+class Recorder:
+    """Counts events per (category, site) for the report and the exit summary."""
+
+    source: str = "cuda"
+    target: str = "cpu"
+    precision: str = "auto"
+    counts: Counter = field(default_factory=Counter)
+    decisions: dict[str, str] = field(default_factory=dict)
+    messages: dict[tuple[str, Site], str] = field(default_factory=dict)
+
+    def add(self, category: str, site: Site, message: str = "") -> None:
+        key = (category, site)
+        self.counts[key] += 1
+        if message and key not in self.messages:
+            self.messages[key] = message
+
+    def decide(self, topic: str, decision: str) -> None:
+        """Record a precision (or other policy) decision once per topic."""
+        self.decisions.setdefault(topic, decision)
+
+    # -- output ------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        events: dict[str, list[dict]] = {REDIRECTED: [], NOOP: [], UNSUPPORTED: []}
+        for (category, site), count in sorted(
+            self.counts.items(), key=lambda item: (item[0][0], item[0][1].filename, item[0][1].lineno)
+        ):
+            entry = {"api": site.api, "site": site.location(), "count": count}
+            message = self.messages.get((category, site))
+            if message:
+                entry["message"] = message
+            events.setdefault(category, []).append(entry)
+        by_api: Counter = Counter()
+        for (category, site), count in self.counts.items():
+            if category == REDIRECTED:
+                by_api[site.api] += count
+        return {
+            "schema": "torchport.run-report/1",
+            "source": self.source,
+            "target": self.target,
+            "precision_policy": self.precision,
+            "redirected_by_api": dict(sorted(by_api.items())),
+            "redirected": events[REDIRECTED],
+            "noops": events[NOOP],
+            "unsupported": events[UNSUPPORTED],
+            "precision_decisions": self.decisions,
+        }
+
+    def write(self, path: str) -> None:
+        """Write the JSON report atomically (nothing half-written on failure)."""
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        temporary = f"{path}.tmp-{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(self.to_dict(), handle, indent=2)
+            handle.write("\n")
+        os.replace(temporary, path)
+
+    def summary(self) -> str:
+        data = self.to_dict()
+        redirected = sum(entry["count"] for entry in data["redirected"])
+        sites = len(data["redirected"])
+        lines = [
+            f"torchport: {self.source} -> {self.target}: {redirected} CUDA usage(s) redirected "
+            f"at {sites} site(s); {len(data['noops'])} no-op site(s); "
+            f"{len(data['unsupported'])} unsupported site(s)"
+        ]
+        for entry in data["unsupported"][:5]:
+            lines.append(f"  unsupported: {entry['api']} at {entry['site']}: {entry.get('message', '')}")
+        for topic, decision in data["precision_decisions"].items():
+            lines.append(f"  precision ({self.precision}): {topic}: {decision}")
+        return "\n".join(lines)
+
+    def print_summary(self, stream=None) -> None:
+        if os.environ.get("TORCHPORT_QUIET"):
+            return
+        if os.environ.get("RANK", "0") != "0":
+            return
+        print(self.summary(), file=stream or sys.stderr)

@@ -1,0 +1,123 @@
+"""Run a script or module the way `python SCRIPT` / `python -m MODULE` would, retargeted.
+
+The program sees its own sys.argv, `__name__ == "__main__"`, its exit status and its own
+traceback: torchport's frames are cut from the top of a traceback before it is printed.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import signal
+import sys
+import types
+
+from torchport.errors import UsageError
+from torchport.retarget import proxy, runtime, transform
+from torchport.retarget.scope import RetargetLoader, in_scope
+from torchport.retarget.state import Retarget
+
+__all__ = ["run_script", "run_module"]
+
+_TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _print_exception(error: BaseException) -> None:
+    """Print `error` as Python would, without torchport's frames at the top of its traceback."""
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_frame.f_code.co_filename.startswith(_TORCHPORT_ROOT):
+        traceback = traceback.tb_next
+    error.__traceback__ = traceback
+    sys.excepthook(type(error), error, traceback)
+
+
+def _execute(code, module: types.ModuleType, retarget: Retarget) -> int:
+    """Exec `code` as __main__; returns the exit status Python would have given."""
+    from torchport.retarget.api import finish
+
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    except SystemExit:
+        finish(retarget)
+        raise
+    except KeyboardInterrupt as error:
+        finish(retarget)
+        _print_exception(error)
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130  # pragma: no cover - the signal ends the process first
+    except BaseException as error:  # noqa: BLE001 - printed exactly as Python would
+        finish(retarget)
+        _print_exception(error)
+        return 1
+    finish(retarget)
+    return 0
+
+
+def _main_namespace(filename: str, retarget: Retarget, spec=None) -> types.ModuleType:
+    module = types.ModuleType("__main__")
+    module.__file__ = filename
+    module.__builtins__ = RetargetLoader.builtins_namespace if in_scope(filename, retarget.scope) else __builtins__
+    module.__dict__[transform.HELPER] = runtime
+    module.__spec__ = spec
+    module.__loader__ = spec.loader if spec is not None else importlib.machinery.SourceFileLoader("__main__", filename)
+    module.__package__ = spec.parent if spec is not None else None
+    module.__cached__ = None
+    return module
+
+
+def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = False) -> int:
+    """Run the Python file at `path` with `argv` as its arguments."""
+    filename = os.path.abspath(path)
+    if not os.path.isfile(filename):
+        raise UsageError(f"Script {path!r} not found (looked in {os.getcwd()!r}). Check the path.")
+    directory = os.path.dirname(filename)
+    if directory not in retarget.scope:
+        retarget.scope.append(directory)
+    sys.argv = [path, *argv]
+    if not rerun:
+        sys.path[0] = directory
+    with open(filename, "rb") as handle:
+        source = handle.read()
+    module = _main_namespace(filename, retarget)
+    try:
+        code = transform.compile_source(source, filename)
+    except SyntaxError as error:
+        sys.excepthook(type(error), error, None)
+        return 1
+    return _execute(code, module, retarget)
+
+
+def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = False) -> int:
+    """Run module `name` as `python -m name` would (a package runs its __main__)."""
+    if not rerun:
+        sys.path[0] = os.getcwd()
+    if os.getcwd() not in retarget.scope:
+        retarget.scope.append(os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            name = f"{name}.__main__"
+            spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as error:
+        raise UsageError(f"No module named {name!r} ({error}). Check the name and sys.path.") from error
+    if spec is None or spec.origin is None or not os.path.isfile(spec.origin):
+        raise UsageError(f"No module named {name!r} (searched from {os.getcwd()!r}). Check the name.")
+    sys.argv = [spec.origin, *argv]
+    if spec.parent:
+        importlib.import_module(spec.parent)
+    if in_scope(spec.origin, retarget.scope):
+        spec.loader = RetargetLoader(spec.name, spec.origin)
+        with open(spec.origin, "rb") as handle:
+            code = transform.compile_source(handle.read(), spec.origin)
+    else:
+        code = spec.loader.get_code(spec.name)
+    module = _main_namespace(spec.origin, retarget, spec)
+    return _execute(code, module, retarget)
+
+
+# The facades module must be importable before any script runs.
+_ = proxy

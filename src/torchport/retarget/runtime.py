@@ -1,0 +1,193 @@
+"""Helpers that rewritten application code calls (bound to the name `__tp__` in its globals).
+
+Each takes a site id first (assigned by the rewriter, so no frame inspection on hot paths) and
+maps only values that mean CUDA: a 'cuda' string, a CUDA torch.device, or an integer ordinal.
+Anything else passes through untouched, so code that is already device-neutral is unaffected.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torchport.retarget.report import REDIRECTED, Site
+from torchport.retarget.state import Retarget
+
+__all__ = [
+    "bind",
+    "register_site",
+    "map_device",
+    "to",
+    "cuda",
+    "pin_memory",
+    "record_stream",
+    "is_cuda",
+    "device",
+    "output_device",
+    "map_location",
+    "device_ids",
+    "device_map",
+    "pin_flag",
+]
+
+SITES: list[Site] = []
+_rt: Retarget | None = None
+_Tensor = torch.Tensor
+_Module = torch.nn.Module
+_device_type = torch.device
+_PackedSequence = torch.nn.utils.rnn.PackedSequence
+
+
+def bind(retarget: Retarget | None) -> None:
+    global _rt
+    _rt = retarget
+
+
+def register_site(filename: str, lineno: int, api: str) -> int:
+    SITES.append(Site(filename, lineno, api))
+    return len(SITES) - 1
+
+
+def _hit(site: int) -> None:
+    _rt.recorder.counts[(REDIRECTED, SITES[site])] += 1
+
+
+def map_device(value, site: int | None = None):
+    """'cuda', 'cuda:N', torch.device('cuda', N) or an int ordinal -> the target; else unchanged."""
+    value_type = value.__class__
+    if value_type is str:
+        mapped = _rt.map_string(value)
+        if mapped is not value and mapped != value and site is not None:
+            _hit(site)
+        return mapped
+    if value_type is _device_type:
+        if value.type != "cuda":
+            return value
+        if site is not None:
+            _hit(site)
+        return _rt.device(value.index)
+    if value_type is int:
+        if site is not None:
+            _hit(site)
+        return _rt.device(value)
+    return value
+
+
+def to(site: int, obj, *args, **kwargs):
+    """`obj.to(...)` with a CUDA device argument mapped to the target."""
+    if args:
+        first = args[0]
+        if first.__class__ in (str, int, _device_type):
+            args = (map_device(first, site), *args[1:])
+    if "device" in kwargs:
+        kwargs["device"] = map_device(kwargs["device"], site)
+    return obj.to(*args, **kwargs)
+
+
+def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
+    """`obj.cuda(device)` -> `obj.to(target)` for tensors, modules and packed sequences."""
+    if isinstance(obj, (_Tensor, _Module, _PackedSequence)):
+        _hit(site)
+        target = _rt.device(None) if device is None else map_device(device)
+        if isinstance(target, str):
+            target = torch.device(target)
+        if isinstance(obj, _Module):
+            return obj.to(target)
+        return obj.to(target, non_blocking=non_blocking, **kwargs)
+    if device is None:
+        return obj.cuda(non_blocking=non_blocking, **kwargs) if non_blocking or kwargs else obj.cuda()
+    return obj.cuda(device, non_blocking=non_blocking, **kwargs)
+
+
+def pin_memory(site: int, obj, *args, **kwargs):
+    """`tensor.pin_memory()`: kept where the target pins host memory, skipped where it cannot."""
+    if isinstance(obj, _Tensor) and not _rt.backend.supports_pinned_memory:
+        _rt.noop("Tensor.pin_memory", f"{_rt.backend.name} has no pinned host memory", SITES[site])
+        return obj
+    return obj.pin_memory(*args, **kwargs)
+
+
+def record_stream(site: int, obj, stream):
+    """`tensor.record_stream(s)` with torchport's stand-in streams on targets without streams."""
+    real = getattr(stream, "_torchport_real", stream)
+    if real is None:
+        _rt.noop("Tensor.record_stream", "the target has no streams", SITES[site])
+        return None
+    return obj.record_stream(real)
+
+
+def is_cuda(site: int, obj):
+    """`x.is_cuda`: true when x lives on the target (what 'cuda' means here)."""
+    if isinstance(obj, _Tensor):
+        _hit(site)
+        return obj.device.type == _rt.type
+    return obj.is_cuda
+
+
+def device(site: int, value):
+    """A `device=` / `device_id=` / `output_device=` keyword value."""
+    return map_device(value, site)
+
+
+def output_device(site: int, value):
+    """DDP's `output_device=`: the target device, or None on the CPU (where DDP wants None)."""
+    if value is None:
+        return None
+    _hit(site)
+    if not _rt.accelerator:
+        return None
+    return map_device(value)
+
+
+def map_location(site: int, value):
+    """`map_location=`: strings, devices, dicts of them, and callables returning them."""
+    value_type = value.__class__
+    if value_type in (str, int, _device_type):
+        return map_device(value, site)
+    if isinstance(value, dict):
+        return {key: map_device(item, site) for key, item in value.items()}
+    if callable(value):
+        inner = value
+
+        def mapped(storage, location):
+            result = inner(storage, location)
+            if result.__class__ in (str, int, _device_type):
+                target = map_device(result, site)
+                if isinstance(result, str) or isinstance(target, str):
+                    return target
+                return storage.to(target) if hasattr(storage, "to") else target
+            return result
+
+        return mapped
+    return value
+
+
+def device_ids(site: int, value):
+    """`device_ids=[rank]`: the target's indices, or None on the CPU (where DDP wants None)."""
+    if value is None:
+        return None
+    _hit(site)
+    if not _rt.accelerator:
+        return None
+    return [_rt.index(item) if isinstance(item, int) else map_device(item) for item in value]
+
+
+def device_map(site: int, value):
+    """transformers' `device_map=`: 'cuda' strings and dicts of ordinals."""
+    if isinstance(value, (str, int, _device_type)):
+        mapped = map_device(value, site)
+        return str(mapped) if isinstance(mapped, _device_type) else mapped
+    if isinstance(value, dict):
+        result = {}
+        for key, item in value.items():
+            mapped = map_device(item, site)
+            result[key] = str(mapped) if isinstance(mapped, _device_type) else mapped
+        return result
+    return value
+
+
+def pin_flag(site: int, value):
+    """`pin_memory=True` on a DataLoader: off where the target has no pinned host memory."""
+    if value is True and not _rt.backend.supports_pinned_memory:
+        _rt.noop("pin_memory=True", f"{_rt.backend.name} has no pinned host memory", SITES[site])
+        return False
+    return value

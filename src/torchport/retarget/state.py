@@ -1,0 +1,121 @@
+"""The active retargeting: which backend 'cuda' means, the precision policy, strictness, the report.
+
+One instance per process, set by `activate`. Everything the facades and rewritten code ask about
+the target goes through here, and from here to the backend object (the one source of device facts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from torchport.backends import Backend
+from torchport.errors import StrictModeError, UnsupportedCudaFeature
+from torchport.retarget.report import NOOP, REDIRECTED, UNSUPPORTED, Recorder, Site
+
+__all__ = ["Retarget", "current", "set_current", "PRECISION_POLICIES"]
+
+PRECISION_POLICIES = ("keep", "auto", "bf16", "fp32")
+_CUDA_STRING = re.compile(r"^cuda(?::(\d+))?$")
+
+
+@dataclass
+class Retarget:
+    """What 'cuda' means in the application's code, and how strictly to treat what cannot be mapped."""
+
+    backend: Backend
+    precision: str = "auto"
+    strict: bool = False
+    scope: list[str] = field(default_factory=list)
+    recorder: Recorder = field(default_factory=Recorder)
+
+    def __post_init__(self) -> None:
+        self.type = self.backend.device_type
+        self.accelerator = self.backend.is_accelerator()
+        self._string_cache: dict[str, str] = {}
+        self._device_cache: dict[int | None, object] = {}
+        self.recorder.target = self.backend.name
+        self.recorder.precision = self.precision
+
+    # -- devices -----------------------------------------------------------------------------
+    def device(self, index: int | None = None):
+        """The torch.device standing for 'cuda' (index None) or 'cuda:index'."""
+        try:
+            return self._device_cache[index]
+        except KeyError:
+            device = self.backend.device(index)
+            self._device_cache[index] = device
+            return device
+
+    def map_string(self, value: str) -> str:
+        """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
+        try:
+            return self._string_cache[value]
+        except KeyError:
+            match = _CUDA_STRING.match(value.strip())
+            if match is None:
+                mapped = value
+            else:
+                index = match.group(1)
+                mapped = str(self.device(int(index) if index is not None else None))
+            self._string_cache[value] = mapped
+            return mapped
+
+    def index(self, ordinal: int) -> int | None:
+        """The target device index for CUDA ordinal `ordinal` (None on the CPU)."""
+        if not self.accelerator:
+            return None
+        return self.device(ordinal).index
+
+    # -- events ------------------------------------------------------------------------------
+    def redirected(self, api: str, site: Site | None = None) -> None:
+        self.recorder.add(REDIRECTED, site or caller_site(api))
+
+    def noop(self, api: str, why: str, site: Site | None = None) -> None:
+        """A CUDA call with no effect on the target; an error under --strict."""
+        site = site or caller_site(api)
+        if self.strict:
+            raise StrictModeError(f"{api} ({why})", site.location(), self.backend.name)
+        self.recorder.add(NOOP, site, why)
+
+    def unsupported(self, api: str, alternative: str, site: Site | None = None, raise_error: bool = True):
+        """A CUDA-only feature: recorded, then a clear error naming the call site."""
+        site = site or caller_site(api)
+        self.recorder.add(UNSUPPORTED, site, f"use instead: {alternative}")
+        error = UnsupportedCudaFeature(api, site.location(), self.backend.name, alternative)
+        if raise_error or self.strict:
+            raise error
+        return error
+
+    def decide(self, topic: str, decision: str) -> None:
+        self.recorder.decide(topic, decision)
+
+    def in_scope(self, filename: str) -> bool:
+        from torchport.retarget.scope import in_scope
+
+        return in_scope(filename, self.scope)
+
+
+def caller_site(api: str) -> Site:
+    """The first frame outside torchport, as a Site (used by the facades, not on hot paths)."""
+    frame = sys._getframe(1)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame = frame.f_back
+    if frame is None:
+        return Site("<unknown>", 0, api)
+    return Site(frame.f_code.co_filename, frame.f_lineno, api)
+
+
+_current: Retarget | None = None
+
+
+def current() -> Retarget | None:
+    return _current
+
+
+def set_current(retarget: Retarget | None) -> None:
+    global _current
+    _current = retarget
