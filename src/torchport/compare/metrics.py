@@ -1,0 +1,262 @@
+"""Numeric parity metrics between a reference tensor and a target tensor, and the pass rule.
+
+The metrics are those of the best tool in the field (Ascend msprobe): cosine similarity, Euclidean
+distance, max absolute error, max relative error, RMSE, share of elements within 0.1% and 0.5%
+relative error; NaN or inf on one side only; dtype and shape mismatch.
+
+Pass rule, per dtype (overridable): cosine >= `cosine_min` and max absolute error <=
+`max_abs` * max(1, max |reference|). For values of magnitude <= 1 this is msprobe's absolute rule
+(cosine > 0.99, max abs < 0.001 for fp32); for larger values (logits, unnormalised sums) the limit
+scales with the magnitude, so the rule judges precision rather than units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from torchport.errors import UsageError
+
+__all__ = [
+    "Thresholds",
+    "DEFAULT_THRESHOLDS",
+    "TensorMetrics",
+    "threshold_for",
+    "merge_thresholds",
+    "parse_threshold_overrides",
+    "tensor_metrics",
+    "flatten_tensors",
+    "worst",
+    "precision_rank",
+    "judge",
+]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits a tensor pair must meet to agree."""
+
+    cosine_min: float
+    max_abs: float
+
+    def to_dict(self) -> dict[str, float]:
+        """The limits as plain data."""
+        return asdict(self)
+
+
+#: Default limits by the lowest-precision dtype involved. fp32 is msprobe's rule.
+DEFAULT_THRESHOLDS: dict[str, Thresholds] = {
+    "float64": Thresholds(cosine_min=0.999999, max_abs=1e-9),
+    "float32": Thresholds(cosine_min=0.99, max_abs=1e-3),
+    "bfloat16": Thresholds(cosine_min=0.99, max_abs=0.125),
+    "float16": Thresholds(cosine_min=0.99, max_abs=0.02),
+}
+
+# Fewer mantissa bits first: the comparison is judged by the least precise side.
+_PRECISION_ORDER = ("bfloat16", "float16", "float32", "float64")
+
+
+def precision_rank(dtype_name: str) -> int:
+    """Position of a floating dtype from least (0) to most precise; non-float dtypes rank as float32."""
+    name = dtype_name.replace("torch.", "")
+    if name in _PRECISION_ORDER:
+        return _PRECISION_ORDER.index(name)
+    if name.startswith("float8"):
+        return -1
+    return _PRECISION_ORDER.index("float32")
+
+
+def threshold_for(dtype_names: Iterable[str], table: Mapping[str, Thresholds] | None = None) -> tuple[str, Thresholds]:
+    """The (dtype, limits) that judge a comparison: those of the least precise dtype named."""
+    table = table or DEFAULT_THRESHOLDS
+    names = [name.replace("torch.", "") for name in dtype_names]
+    floats = [name for name in names if name in _PRECISION_ORDER]
+    chosen = min(floats, key=precision_rank) if floats else "float32"
+    return chosen, table.get(chosen, table.get("float32", DEFAULT_THRESHOLDS["float32"]))
+
+
+def merge_thresholds(overrides: Mapping[str, Mapping[str, float]] | None) -> dict[str, Thresholds]:
+    """The default table with `overrides` ({'float32': {'max_abs': 1e-4}}) applied."""
+    table = dict(DEFAULT_THRESHOLDS)
+    for dtype_name, values in (overrides or {}).items():
+        key = dtype_name.replace("torch.", "")
+        aliases = {"fp32": "float32", "fp64": "float64", "bf16": "bfloat16", "fp16": "float16"}
+        key = aliases.get(key, key)
+        if key not in table:
+            raise UsageError(
+                f"Threshold override for unknown dtype {dtype_name!r}. Allowed: {', '.join(sorted(table))}. "
+                "Write it as DTYPE.LIMIT=VALUE, e.g. float32.max_abs=1e-4."
+            )
+        unknown = set(values) - {"cosine_min", "max_abs"}
+        if unknown:
+            raise UsageError(
+                f"Unknown threshold {sorted(unknown)!r} for {key}. Allowed: cosine_min, max_abs. "
+                "Write it as DTYPE.LIMIT=VALUE, e.g. bfloat16.cosine_min=0.995."
+            )
+        table[key] = replace(table[key], **{name: float(value) for name, value in values.items()})
+    return table
+
+
+def parse_threshold_overrides(items: Iterable[str]) -> dict[str, dict[str, float]]:
+    """`['float32.max_abs=1e-4', 'bf16.cosine_min=0.995']` to the mapping `merge_thresholds` takes."""
+    overrides: dict[str, dict[str, float]] = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        dtype_name, dot, limit = key.partition(".")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not equals or not dot or math.isnan(number):
+            raise UsageError(
+                f"Threshold {item!r} is not DTYPE.LIMIT=NUMBER. Example: float32.max_abs=1e-4 "
+                "(limits: cosine_min, max_abs; dtypes: float64, float32, bfloat16, float16)."
+            )
+        overrides.setdefault(dtype_name.strip(), {})[limit.strip()] = number
+    return overrides
+
+
+@dataclass
+class TensorMetrics:
+    """How one target tensor differs from its reference."""
+
+    shape_reference: list[int]
+    shape_target: list[int]
+    dtype_reference: str
+    dtype_target: str
+    cosine: float | None = None
+    euclidean: float | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    rmse: float | None = None
+    within_0_1_percent: float | None = None
+    within_0_5_percent: float | None = None
+    reference_max_abs_value: float | None = None
+    nan_one_sided: int = 0
+    inf_one_sided: int = 0
+    issues: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics as plain data (NaN and inf written as None)."""
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                data[key] = None
+        return data
+
+
+def flatten_tensors(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every tensor inside `value` (tuples, lists, dicts, dataclass-like outputs) with its path."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)]
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            items += flatten_tensors(item, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            items += flatten_tensors(item, f"{prefix}[{index}]")
+    return items
+
+
+def tensor_metrics(reference, target, dtype_allowed: str | None = None) -> TensorMetrics:
+    """The metrics for one pair of CPU tensors.
+
+    `dtype_allowed` names a target dtype a precision policy explains (e.g. 'bfloat16' under a bf16
+    autocast policy, 'float32' under an fp32 policy); any other dtype difference is an issue.
+    """
+    import torch
+
+    metrics = TensorMetrics(
+        shape_reference=list(reference.shape),
+        shape_target=list(target.shape),
+        dtype_reference=str(reference.dtype).replace("torch.", ""),
+        dtype_target=str(target.dtype).replace("torch.", ""),
+    )
+    if metrics.dtype_reference != metrics.dtype_target and metrics.dtype_target != dtype_allowed:
+        metrics.issues.append(f"dtype mismatch: {metrics.dtype_reference} vs {metrics.dtype_target}")
+    if reference.shape != target.shape:
+        metrics.issues.append(f"shape mismatch: {metrics.shape_reference} vs {metrics.shape_target}")
+        return metrics
+    if reference.is_complex() or target.is_complex():
+        reference = torch.view_as_real(reference.resolve_conj()) if reference.is_complex() else reference
+        target = torch.view_as_real(target.resolve_conj()) if target.is_complex() else target
+        if reference.shape != target.shape:
+            metrics.issues.append("complex on one side only")
+            return metrics
+    expected = reference.detach().to(torch.float64).reshape(-1)
+    actual = target.detach().to(torch.float64).reshape(-1)
+    if expected.numel() == 0:
+        metrics.cosine, metrics.max_abs, metrics.max_rel, metrics.rmse, metrics.euclidean = 1.0, 0.0, 0.0, 0.0, 0.0
+        metrics.within_0_1_percent = metrics.within_0_5_percent = 1.0
+        metrics.reference_max_abs_value = 0.0
+        return metrics
+    nan_expected, nan_actual = torch.isnan(expected), torch.isnan(actual)
+    inf_expected, inf_actual = torch.isinf(expected), torch.isinf(actual)
+    metrics.nan_one_sided = int((nan_expected ^ nan_actual).sum())
+    metrics.inf_one_sided = int((inf_expected ^ inf_actual).sum())
+    if metrics.nan_one_sided:
+        metrics.issues.append(f"NaN on one side only in {metrics.nan_one_sided} elements")
+    if metrics.inf_one_sided:
+        metrics.issues.append(f"inf on one side only in {metrics.inf_one_sided} elements")
+    finite = torch.isfinite(expected) & torch.isfinite(actual)
+    if not bool(finite.all()):
+        expected, actual = expected[finite], actual[finite]
+    if expected.numel() == 0:
+        return metrics
+    difference = (actual - expected).abs_()
+    magnitude = expected.abs()
+    relative = difference / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
+    norm_expected = float(torch.linalg.vector_norm(expected))
+    norm_actual = float(torch.linalg.vector_norm(actual))
+    if norm_expected == 0.0 and norm_actual == 0.0:
+        metrics.cosine = 1.0
+    elif norm_expected == 0.0 or norm_actual == 0.0:
+        metrics.cosine = 0.0
+    else:
+        metrics.cosine = float(torch.dot(expected, actual)) / (norm_expected * norm_actual)
+    metrics.euclidean = float(torch.linalg.vector_norm(difference))
+    metrics.rmse = metrics.euclidean / math.sqrt(difference.numel())
+    metrics.max_abs = float(difference.max())
+    # Where both sides are exactly zero the relative error is zero, not 0/0.
+    relative = torch.where(difference == 0, torch.zeros_like(relative), relative)
+    metrics.max_rel = float(relative.max())
+    metrics.within_0_1_percent = float((relative <= 1e-3).to(torch.float64).mean())
+    metrics.within_0_5_percent = float((relative <= 5e-3).to(torch.float64).mean())
+    metrics.reference_max_abs_value = float(magnitude.max())
+    return metrics
+
+
+def judge(metrics: TensorMetrics, limits: Thresholds) -> list[str]:
+    """The reasons `metrics` fail `limits` (empty when they pass), on top of its own issues."""
+    reasons = list(metrics.issues)
+    if metrics.cosine is not None and metrics.cosine < limits.cosine_min:
+        reasons.append(f"cosine {metrics.cosine:.6f} < {limits.cosine_min}")
+    if metrics.max_abs is not None:
+        allowed = limits.max_abs * max(1.0, metrics.reference_max_abs_value or 0.0)
+        if metrics.max_abs > allowed:
+            reasons.append(f"max abs error {metrics.max_abs:.3g} > {allowed:.3g}")
+    return reasons
+
+
+def worst(items: list[TensorMetrics]) -> dict[str, float | None]:
+    """The worst value of each metric over several tensors (lowest cosine, highest errors)."""
+    def pick(name: str, function):
+        values = [getattr(item, name) for item in items if getattr(item, name) is not None]
+        return function(values) if values else None
+
+    return {
+        "cosine": pick("cosine", min),
+        "euclidean": pick("euclidean", max),
+        "max_abs": pick("max_abs", max),
+        "max_rel": pick("max_rel", max),
+        "rmse": pick("rmse", max),
+        "within_0_1_percent": pick("within_0_1_percent", min),
+        "within_0_5_percent": pick("within_0_5_percent", min),
+        "nan_one_sided": sum(item.nan_one_sided for item in items),
+        "inf_one_sided": sum(item.inf_one_sided for item in items),
+    }
+

@@ -1,0 +1,235 @@
+"""Speed and memory of one side over a sweep of batch sizes: warm-up (and compile) time, number of
+compilations, latency percentiles, throughput in samples and in units of work, peak memory."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
+
+__all__ = ["BatchPerformance", "SidePerformance", "measure_side", "percentile", "tensor_bytes"]
+
+
+@dataclass
+class BatchPerformance:
+    """Measurements for one batch size on one side."""
+
+    batch_size: int
+    warmup_seconds: float
+    compilations: int | None
+    latencies_ms: list[float]
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    samples_per_second: float
+    units_per_second: float
+    peak_memory_bytes: int
+    memory_source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The measurements as plain data."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class SidePerformance:
+    """The sweep on one side."""
+
+    device: str
+    compiled: bool
+    batches: list[BatchPerformance] = field(default_factory=list)
+
+    def best(self) -> BatchPerformance | None:
+        """The batch size with the highest throughput."""
+        return max(self.batches, key=lambda item: item.units_per_second, default=None)
+
+    def at(self, batch_size: int) -> BatchPerformance | None:
+        """The measurements at `batch_size`, if measured."""
+        return next((item for item in self.batches if item.batch_size == batch_size), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sweep as plain data."""
+        return {"device": self.device, "compiled": self.compiled, "batches": [item.to_dict() for item in self.batches]}
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The `share` (0..1) percentile of `values`, linearly interpolated."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    position = share * (len(ordered) - 1)
+    lower = int(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes held by the tensors in a module or a (nested) value, each storage counted once."""
+    import torch
+
+    from torchport.compare.metrics import flatten_tensors
+
+    if isinstance(value, torch.nn.Module):
+        tensors = [*value.parameters(), *value.buffers()]
+    else:
+        tensors = [tensor for _, tensor in flatten_tensors(value)]
+    seen: dict[Any, int] = {}
+    for tensor in tensors:
+        try:
+            storage = tensor.untyped_storage()
+            seen[(storage.data_ptr(), tensor.device)] = storage.nbytes()
+        except Exception:
+            seen[id(tensor)] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())
+
+
+def _live_tensor_peak(run: Callable[[], Any]) -> int:
+    """Peak bytes of tensors created by `run`, tracked op by op (for devices without allocator stats)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from torchport.compare.metrics import flatten_tensors
+
+    state = {"live": 0, "peak": 0}
+    owners: dict[Any, list] = {}
+
+    def release(key):
+        entry = owners.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            state["live"] -= entry[0]
+            del owners[key]
+
+    class _Tracker(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            output = func(*args, **(kwargs or {}))
+            for _, tensor in flatten_tensors(output):
+                try:
+                    storage = tensor.untyped_storage()
+                    key = (storage.data_ptr(), tensor.device)
+                    size = storage.nbytes()
+                except Exception:
+                    continue
+                if key not in owners:
+                    owners[key] = [size, 0]
+                    state["live"] += size
+                    state["peak"] = max(state["peak"], state["live"])
+                owners[key][1] += 1
+                weakref.finalize(tensor, release, key)
+            return output
+
+    with _Tracker():
+        result = run()
+    del result
+    return state["peak"]
+
+
+def _compilation_count(backend) -> int | None:
+    """Compilations the device reports (a `compilation_count()` on the backend), else None."""
+    counter = getattr(backend, "compilation_count", None)
+    if callable(counter):
+        try:
+            return int(counter())
+        except Exception:
+            return None
+    return None
+
+
+def _dynamo_graphs() -> int:
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:
+        return 0
+    return int(counters["stats"].get("unique_graphs", 0))
+
+
+def measure_side(
+    model,
+    spec: DeviceSpec,
+    side_name: str,
+    inputs_for: Callable[[int], Any],
+    batch_sizes: list[int],
+    units_per_sample: float,
+    iterations: int,
+    warmup: int,
+    compile_model: bool = False,
+    call: Callable[[Any, Any], Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SidePerformance:
+    """Time `model` on one side at each batch size. No absolute limits here: callers judge ratios."""
+    import torch
+
+    from torchport.compare.parity import call_model
+
+    call = call or call_model
+    backend = spec.backend
+    prepared = prepare_model(copy.deepcopy(model), spec).eval()
+    runnable = torch.compile(prepared) if compile_model else prepared
+    result = SidePerformance(device=spec.label, compiled=compile_model)
+    for batch_size in batch_sizes:
+        inputs = move_to(inputs_for(batch_size), spec.device, downcast_float64=spec.precision == "fp32")
+
+        def forward():
+            with precision_context(spec):
+                return call(runnable, inputs)
+
+        with torch.no_grad(), side(side_name):
+            compilations_before = _compilation_count(backend)
+            graphs_before = _dynamo_graphs() if compile_model else 0
+            started = time.perf_counter()
+            forward()
+            backend.synchronize()
+            warmup_seconds = time.perf_counter() - started
+            for _ in range(max(0, warmup - 1)):
+                forward()
+            backend.synchronize()
+            compilations_after = _compilation_count(backend)
+            if compilations_after is not None and compilations_before is not None:
+                compilations: int | None = compilations_after - compilations_before
+            elif compile_model:
+                compilations = _dynamo_graphs() - graphs_before
+            else:
+                compilations = None
+            latencies = []
+            for _ in range(iterations):
+                started = time.perf_counter()
+                forward()
+                backend.synchronize()
+                latencies.append((time.perf_counter() - started) * 1000.0)
+                if progress:
+                    progress(f"timing {spec.label} at batch size {batch_size}")
+            memory_source = "device allocator"
+            if backend.is_accelerator():
+                backend.reset_peak_memory_stats()
+            forward()
+            backend.synchronize()
+            peak = backend.memory_stat("max_memory_allocated")
+            if peak <= 0:
+                memory_source = "tensor tracking (weights + inputs + peak live activations)"
+                peak = tensor_bytes(prepared) + tensor_bytes(inputs) + _live_tensor_peak(forward)
+        mean = statistics.fmean(latencies) if latencies else 0.0
+        samples_per_second = batch_size / (mean / 1000.0) if mean > 0 else 0.0
+        result.batches.append(
+            BatchPerformance(
+                batch_size=batch_size,
+                warmup_seconds=warmup_seconds,
+                compilations=compilations,
+                latencies_ms=latencies,
+                p50_ms=percentile(latencies, 0.50),
+                p95_ms=percentile(latencies, 0.95),
+                p99_ms=percentile(latencies, 0.99),
+                mean_ms=mean,
+                samples_per_second=samples_per_second,
+                units_per_second=samples_per_second * units_per_sample,
+                peak_memory_bytes=int(peak),
+                memory_source=memory_source,
+            )
+        )
+    return result
