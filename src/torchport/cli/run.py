@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE", help="write a JSON report of what was redirected")
     parser.add_argument("--scope", metavar="PATH", action="append", default=[],
                         help="also retarget code under PATH (repeatable; or $TORCHPORT_SCOPE)")
-    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as python -m does")
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
+                        help="run a module as python -m does (options go before -m)")
     parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or, with -m, ARGS...")
 
 
@@ -35,11 +36,11 @@ def run(args) -> int:
     from torchport.retarget.api import activate, resolve_options
     from torchport.retarget.runner import run_module, run_script
 
-    if args.module is None and not args.program:
+    if not args.module and not args.program:
         raise UsageError("Nothing to run: give a SCRIPT or -m MODULE, e.g. torchport run train.py --epochs 1")
     options = resolve_options(args.device, args.precision, args.strict, args.scope, args.report)
     retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],
                         options["report"])
-    if args.module is not None:
-        return run_module(args.module, args.program, retarget)
+    if args.module:
+        return run_module(args.module[0], args.module[1:], retarget)
     return run_script(args.program[0], args.program[1:], retarget)

@@ -111,4 +111,5 @@ class Recorder:
             return
         if os.environ.get("RANK", "0") != "0":
             return
+        sys.stdout.flush()
         print(self.summary(), file=stream or sys.stderr)

@@ -1,0 +1,99 @@
+"""The retargeted program sees what it would see without torchport: argv, __name__, exit status,
+tracebacks; and bad input to `torchport run` is one clear line with exit code 2."""
+
+import subprocess
+import sys
+
+SCRIPT = """
+import sys, torch
+print("argv=" + repr(sys.argv[1:]))
+print("name=" + __name__)
+x = torch.ones(2).cuda()
+def fail():
+    raise ValueError("boom " + str(x.device.type))
+if "--fail" in sys.argv:
+    fail()
+sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
+"""
+
+
+def test_argv_name_and_exit_status_are_the_programs_own(program):
+    result = program(SCRIPT, "--device", "cpu", args=["--lr", "0.1", "7"])
+    assert result.returncode == 7, result.stderr
+    assert result.values()["argv"] == "['--lr', '0.1', '7']"
+    assert result.values()["name"] == "__main__"
+
+
+def test_traceback_is_exactly_the_one_python_prints(program, tmp_path):
+    retargeted = program(SCRIPT, "--device", "cpu", args=["--fail"])
+    # The same program, hand-ported, run by plain Python from the same path.
+    plain = program(SCRIPT.replace(".cuda()", ".to('cpu')"), form="plain", args=["--fail"])
+    assert retargeted.returncode == plain.returncode == 1
+    assert "torchport" not in retargeted.stderr
+    assert retargeted.stderr.splitlines()[-1] == "ValueError: boom cpu"
+    retargeted_frames = [line for line in retargeted.stderr.splitlines() if line.startswith("  File")]
+    plain_frames = [line for line in plain.stderr.splitlines() if line.startswith("  File")]
+    assert retargeted_frames == plain_frames
+
+
+def test_use_form_reruns_the_script_retargeted_and_keeps_its_exit_status(program):
+    result = program(SCRIPT, form="use", args=["5"])
+    assert result.returncode == 5, result.stderr
+    assert result.values()["name"] == "__main__"
+
+
+def _torchport(*arguments, env=None):
+    import os
+
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "torchport", *arguments], capture_output=True, text=True,
+                          env=environment, timeout=120)
+
+
+def test_missing_script_is_one_line_and_exit_2(tmp_path):
+    result = _torchport("run", str(tmp_path / "nope.py"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "not found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_module_is_one_line_and_exit_2():
+    result = _torchport("run", "-m", "no_such_module_here")
+    assert result.returncode == 2 and "No module named 'no_such_module_here'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_device_lists_valid_names(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text("print(1)\n")
+    result = _torchport("run", "--device", "tpuu", str(script))
+    assert result.returncode == 2 and "Valid names:" in result.stderr and "neuron" in result.stderr
+
+
+def test_unusable_device_says_why_and_how(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text("print(1)\n")
+    result = _torchport("run", "--device", "trainium", str(script))
+    assert result.returncode == 2 and "torch_neuronx is not installed" in result.stderr
+    assert "neuron-emulated" in result.stderr or "Install" in result.stderr
+
+
+def test_flag_and_environment_conflict_names_both(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text("print(1)\n")
+    result = _torchport("run", "--device", "cpu", str(script), env={"TORCHPORT_DEVICE": "gpu"})
+    assert result.returncode == 2 and "--device" in result.stderr and "TORCHPORT_DEVICE" in result.stderr
+
+
+def test_module_form_runs_package_main_with_its_args(tmp_path):
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "import sys, torch\nfrom . import model\n"
+        "print('argv=' + repr(sys.argv[1:]))\nprint('device=' + str(model.build().weight.device))\n"
+    )
+    (package / "model.py").write_text("import torch\ndef build():\n    return torch.nn.Linear(2, 2).cuda()\n")
+    result = subprocess.run([sys.executable, "-m", "torchport", "run", "--device", "cpu", "-m", "trainer", "--x", "1"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "argv=['--x', '1']" in result.stdout and "device=cpu" in result.stdout
