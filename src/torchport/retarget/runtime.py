@@ -35,6 +35,7 @@ _Tensor = torch.Tensor
 _Module = torch.nn.Module
 _device_type = torch.device
 _PackedSequence = torch.nn.utils.rnn.PackedSequence
+_Storages = (torch.UntypedStorage, torch.TypedStorage)
 
 
 def bind(retarget: Retarget | None) -> None:
@@ -93,6 +94,10 @@ def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
         if isinstance(obj, _Module):
             return obj.to(target)
         return obj.to(target, non_blocking=non_blocking, **kwargs)
+    if isinstance(obj, _Storages):
+        _hit(site)
+        target = _rt.device(None) if device is None else map_device(device)
+        return obj.cpu() if torch.device(target).type == "cpu" else obj.to(device=target)
     if device is None:
         return obj.cuda(non_blocking=non_blocking, **kwargs) if non_blocking or kwargs else obj.cuda()
     return obj.cuda(device, non_blocking=non_blocking, **kwargs)

@@ -1,0 +1,145 @@
+"""The torch.cuda API, amp, distributed and flag facades, as a CUDA program uses them, on the CPU."""
+
+import json
+
+API_SCRIPT = """
+import time, torch
+from torch.cuda import amp
+from torch import cuda as tc
+import torch.backends.cudnn as cudnn
+print("count=" + str(torch.cuda.device_count()))
+print("current=" + str(torch.cuda.current_device()))
+print("capability=" + str(torch.cuda.get_device_capability()))
+properties = torch.cuda.get_device_properties(0)
+print("total_memory_positive=" + str(properties.total_memory > 0))
+print("bf16=" + str(torch.cuda.is_bf16_supported()))
+start, end = tc.Event(enable_timing=True), tc.Event(enable_timing=True)
+start.record(); time.sleep(0.05); end.record(); torch.cuda.synchronize()
+print("elapsed_ok=" + str(45.0 <= start.elapsed_time(end) < 1000.0))
+stream = torch.cuda.Stream()
+with torch.cuda.stream(stream):
+    y = torch.ones(3, device="cuda") * 2
+torch.cuda.current_stream().wait_stream(stream)
+y.record_stream(torch.cuda.current_stream())
+print("stream_sum=" + str(y.sum().item()))
+torch.cuda.nvtx.range_push("step"); torch.cuda.nvtx.range_pop()
+with torch.cuda.nvtx.range("block"):
+    pass
+print("memory=" + str(torch.cuda.memory_allocated()) + "," + str(torch.cuda.max_memory_allocated()))
+cudnn.deterministic = True
+print("deterministic=" + str(torch.are_deterministic_algorithms_enabled()))
+cudnn.benchmark = True
+torch.manual_seed(0); torch.cuda.manual_seed_all(123)
+print("rand_after_cuda_seed=" + repr(torch.rand(1).item()))
+x = torch.cuda.FloatTensor(2, 3)
+print("float_tensor=" + str(tuple(x.shape)) + str(x.device))
+with amp.autocast():
+    z = torch.randn(4, 4, device="cuda") @ torch.randn(4, 4, device="cuda")
+print("amp_dtype=" + str(z.dtype))
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    w = torch.randn(4, 4).cuda() @ torch.randn(4, 4).cuda()
+print("bf16_dtype=" + str(w.dtype))
+print("scaler=" + str(torch.amp.GradScaler("cuda").is_enabled()))
+"""
+
+
+def test_cuda_api_on_cpu(program, tmp_path):
+    report = tmp_path / "report.json"
+    result = program(API_SCRIPT, "--device", "cpu", "--precision", "keep", "--report", str(report))
+    assert result.returncode == 0, result.stderr
+    values = result.values()
+    assert values["count"] == "1" and values["current"] == "0"
+    assert values["capability"] == "(8, 0)"  # this CPU has AMX/AVX512-BF16
+    assert values["total_memory_positive"] == "True" and values["bf16"] == "True"
+    assert values["elapsed_ok"] == "True"
+    assert values["stream_sum"] == "6.0"
+    assert values["memory"] == "0,0"
+    assert values["deterministic"] == "True"
+    # seeding "the GPU" must not reseed the CPU generator the program already seeded
+    import torch
+
+    torch.manual_seed(0)
+    assert values["rand_after_cuda_seed"] == repr(torch.rand(1).item())
+    assert values["float_tensor"] == "(2, 3)cpu"
+    assert values["amp_dtype"] == "torch.float16"  # keep: what the code asked for
+    assert values["bf16_dtype"] == "torch.bfloat16"
+    assert values["scaler"] == "True"  # fp16 kept, so the scaler still guards underflow
+    data = json.loads(report.read_text())
+    assert data["target"] == "cpu" and data["precision_policy"] == "keep"
+    apis = data["redirected_by_api"]
+    for api in ("torch.cuda.Event", "torch.cuda.synchronize", "autocast('cuda')", "GradScaler('cuda')"):
+        assert apis.get(api, 0) >= 1, api
+    noop_apis = {entry["api"] for entry in data["noops"]}
+    assert "torch.backends.cudnn.benchmark" in noop_apis
+    assert all(entry["site"].endswith(tuple(f":{n}" for n in range(1, 60))) for entry in data["redirected"])
+
+
+PRECISION_SCRIPT = """
+import torch
+with torch.cuda.amp.autocast():
+    out = torch.randn(4, 4).cuda() @ torch.randn(4, 4).cuda()
+print("dtype=" + str(out.dtype))
+print("scaler=" + str(torch.cuda.amp.GradScaler().is_enabled()))
+plain = torch.randn(4, 4).cuda() @ torch.randn(4, 4).cuda()
+print("outside=" + str(plain.dtype))
+"""
+
+
+def test_precision_policies(program):
+    expected = {
+        "keep": ("torch.float16", "True"),
+        "auto": ("torch.bfloat16", "False"),
+        "bf16": ("torch.bfloat16", "False"),
+        "fp32": ("torch.float32", "False"),
+    }
+    for policy, (dtype, scaler) in expected.items():
+        result = program(PRECISION_SCRIPT, "--device", "cpu", "--precision", policy)
+        assert result.returncode == 0, result.stderr
+        values = result.values()
+        assert (values["dtype"], values["scaler"]) == (dtype, scaler), policy
+        assert values["outside"] == "torch.float32", policy  # never cast code that did not ask
+
+
+def test_distributed_and_checkpoint_forms(program, tmp_path):
+    source = """
+    import os, torch, torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29611", RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("nccl")
+    print("backend=" + dist.get_backend())
+    model = torch.nn.Linear(3, 3).to(0)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], output_device=0)
+    torch.save(model.state_dict(), "ck.pt")
+    for location in ("cuda", "cuda:0", torch.device("cuda", 0), {"cuda:0": "cuda:0"},
+                     lambda storage, loc: storage.cuda(0)):
+        state = torch.load("ck.pt", map_location=location)
+        assert state["weight"].device.type == "cpu", location
+    print("loaded=ok")
+    dist.destroy_process_group()
+    """
+    result = program(source, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert result.values()["backend"] == "gloo" and result.values()["loaded"] == "ok"
+
+
+def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
+    graph = program("import torch\ng = torch.cuda.CUDAGraph()\n", "--device", "cpu")
+    assert graph.returncode == 1
+    last = graph.stderr.strip().splitlines()[-1]
+    assert "torch.cuda.CUDAGraph" in last and "app.py:2" in last and "torch.compile" in last
+    fallback = program(
+        "try:\n    import flash_attn\n    print('path=flash')\nexcept ImportError as error:\n"
+        "    print('path=sdpa')\n    print('message=' + str(error))\n",
+        "--device", "cpu",
+    )
+    assert fallback.returncode == 0, fallback.stderr
+    assert fallback.values()["path"] == "sdpa"
+    assert "scaled_dot_product_attention" in fallback.values()["message"]
+
+
+def test_strict_turns_silent_noops_into_errors(program):
+    source = "import torch\ntorch.cuda.set_device(0)\nprint('reached=yes')\n"
+    relaxed = program(source, "--device", "cpu")
+    assert relaxed.returncode == 0 and relaxed.values()["reached"] == "yes"
+    strict = program(source, "--device", "cpu", "--strict")
+    assert strict.returncode == 1 and "reached" not in strict.stdout
+    assert "torch.cuda.set_device" in strict.stderr and "--strict" in strict.stderr

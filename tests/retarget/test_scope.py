@@ -1,0 +1,90 @@
+"""Only the application's own code is retargeted: torch internals and installed libraries see the
+real machine, and code outside the scope keeps the real torch."""
+
+SCOPE_SCRIPT = """
+import sys, torch, transformers
+import transformers.utils
+import helper
+print("app_cuda=" + str(torch.cuda.is_available()))
+print("real_torch_cuda=" + str(sys.modules["torch"].cuda.is_available()))
+print("library_cuda=" + str(transformers.utils.is_torch_cuda_available()))
+print("helper_device=" + str(helper.make().device))
+print("app_torch_is_real=" + str(torch is sys.modules["torch"]))
+print("isinstance_device=" + str(isinstance(torch.device("cuda"), torch.device)))
+"""
+
+
+def test_application_sees_the_target_while_torch_and_libraries_see_the_truth(program, tmp_path):
+    (tmp_path / "helper.py").write_text("import torch\ndef make():\n    return torch.zeros(2, device='cuda')\n")
+    result = program(SCOPE_SCRIPT, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    values = result.values()
+    assert values["app_cuda"] == "True"
+    assert values["real_torch_cuda"] == "False"
+    assert values["library_cuda"] == "False"
+    assert values["helper_device"] == "cpu"  # a sibling module is in scope
+    assert values["app_torch_is_real"] == "False"
+    assert values["isinstance_device"] == "True"
+
+
+def test_code_outside_scope_is_untouched_until_scope_is_widened(program, tmp_path):
+    library = tmp_path / "vendored"
+    library.mkdir()
+    (library / "outside.py").write_text("import torch\ndef make():\n    return torch.zeros(2).cuda()\n")
+    app = tmp_path / "app"
+    app.mkdir()
+    source = (
+        "import sys\nsys.path.insert(0, %r)\nimport outside\n"
+        "try:\n    print('device=' + str(outside.make().device))\n"
+        "except (AssertionError, RuntimeError) as error:\n    print('error=' + type(error).__name__)\n"
+    ) % str(library)
+    narrow = program(source, "--device", "cpu", name="app/main.py")
+    assert narrow.values().get("error") in {"AssertionError", "RuntimeError"}, narrow.stdout + narrow.stderr
+    wide = program(source, "--device", "cpu", "--scope", str(library), name="app/main.py")
+    assert wide.values().get("device") == "cpu", wide.stderr
+    via_env = program(source, "--device", "cpu", name="app/main.py", env={"TORCHPORT_SCOPE": str(library)})
+    assert via_env.values().get("device") == "cpu", via_env.stderr
+
+
+def test_torch_compile_data_parallel_and_transformers_work_inside_a_retargeted_script(program):
+    source = """
+    import torch, torch.nn as nn
+    from transformers import BertConfig, BertModel
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+        def forward(self, x):
+            return self.linear(x) + torch.ones(8, device=x.device)
+    torch.manual_seed(0)
+    net = Net().cuda()
+    x = torch.randn(4, 8, device="cuda")
+    compiled = torch.compile(net, backend="aot_eager")
+    print("compiled_matches=" + str(torch.equal(compiled(x), net(x))))
+    parallel = nn.DataParallel(Net()).cuda()
+    print("dp_shape=" + str(tuple(parallel(x).shape)))
+    config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                        vocab_size=100)
+    bert = BertModel(config).to("cuda").eval()
+    ids = torch.randint(0, 100, (2, 7)).cuda()
+    print("bert_device=" + str(bert(ids).last_hidden_state.device))
+    """
+    result = program(source, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    values = result.values()
+    assert values["compiled_matches"] == "True"
+    assert values["dp_shape"] == "(4, 8)"
+    assert values["bert_device"] == "cpu"
+
+
+def test_a_venv_inside_the_project_stays_out_of_scope():
+    import os
+    import sys
+
+    from torchport.retarget.scope import in_scope
+
+    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    torch_file = sys.modules["torch"].__file__
+    assert torch_file.startswith(project)  # .venv lives inside the project here
+    assert not in_scope(torch_file, [project])
+    assert in_scope(os.path.join(project, "examples", "gpt.py"), [project])
