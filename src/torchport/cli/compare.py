@@ -1,0 +1,138 @@
+"""`torchport compare`: one model on two devices — numeric parity layer by layer, training curves,
+speed, memory and cost per unit of work — with HTML, JSON and Markdown reports and a baseline gate."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from torchport.errors import ConfigConflictError, UsageError
+
+NAME = "compare"
+HELP = "compare one model on two devices: numeric parity per layer, training curves, speed, memory, cost"
+DESCRIPTION = (
+    "Compare a model on two devices. ENTRY is MODULE:FUNCTION (or FILE.py:FUNCTION); the function returns "
+    "(model, inputs) or a dict with 'model', 'inputs' and optionally 'training_step', 'batch_factory', "
+    "'unit', 'units_per_sample'. A device is BACKEND[:PRECISION], e.g. cpu, cpu:bf16, neuron-emulated. "
+    "Exit code 0: everything within thresholds; 1: parity, training, performance or a regression outside "
+    "them, or a self-comparison; 2: usage or internal error."
+)
+
+_ENVIRONMENT = {"reference": "TORCHPORT_COMPARE_REFERENCE", "target": "TORCHPORT_COMPARE_TARGET"}
+
+
+def _positive_integers(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or any(value < 1 for value in values):
+        raise UsageError(f"--batch-sizes {text!r} is not a comma-separated list of positive integers. Example: 1,4,16.")
+    return values
+
+
+def add_arguments(parser) -> None:
+    """The options of `torchport compare`."""
+    parser.add_argument("entry", metavar="ENTRY", help="MODULE:FUNCTION returning (model, inputs) or a case dict")
+    parser.add_argument("--reference", help="reference device BACKEND[:PRECISION] (default cpu; env TORCHPORT_COMPARE_REFERENCE)")
+    parser.add_argument("--target", help="target device BACKEND[:PRECISION] (default auto; env TORCHPORT_COMPARE_TARGET)")
+    parser.add_argument("--precision", help="precision policy of the target: native, fp32, bf16, fp16")
+    parser.add_argument("--per-op", action="store_true", help="also compare every operator's outputs")
+    parser.add_argument("--threshold", action="append", default=[], metavar="DTYPE.LIMIT=VALUE",
+                        help="override a parity limit, e.g. float32.max_abs=1e-4 (repeatable)")
+    parser.add_argument("--no-parity", action="store_true", help="skip the per-module parity run")
+    parser.add_argument("--train-steps", type=int, default=20, help="training steps when the case has a training_step")
+    parser.add_argument("--no-training", action="store_true", help="skip training mode even if the case has a step")
+    parser.add_argument("--no-performance", action="store_true", help="skip the speed, memory and cost sweep")
+    parser.add_argument("--batch-sizes", default=None, help="comma-separated batch sizes for the sweep, e.g. 1,4,16")
+    parser.add_argument("--iterations", type=int, default=20, help="timed iterations per batch size")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed iterations per batch size (the first is timed as warm-up)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model on both sides")
+    parser.add_argument("--prices", help="price table YAML (default: the example table shipped with torchport)")
+    parser.add_argument("--min-throughput-ratio", type=float, help="fail when target/reference throughput is lower")
+    parser.add_argument("--max-memory-ratio", type=float, help="fail when target/reference peak memory is higher")
+    parser.add_argument("--baseline", metavar="OLD.json", help="report regressions against a saved JSON result")
+    parser.add_argument("--regression-tolerance", type=float, default=0.1,
+                        help="share a throughput may fall or memory grow before it is a regression (default 0.1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON result here")
+    parser.add_argument("--html", dest="html_path", metavar="PATH", help="write the HTML report here")
+    parser.add_argument("--markdown", dest="markdown_path", metavar="PATH", help="write the Markdown summary here")
+    parser.add_argument("--output-format", choices=["text", "json", "markdown"], default="text")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when the comparison fails")
+
+
+def _device(args, side_name: str, default: str) -> str:
+    flag_value = getattr(args, side_name)
+    variable = _ENVIRONMENT[side_name]
+    environment_value = os.environ.get(variable)
+    if flag_value and environment_value and flag_value != environment_value:
+        raise ConfigConflictError(f"--{side_name}", flag_value, variable, environment_value)
+    return flag_value or environment_value or default
+
+
+def run(args) -> int:
+    """Run the comparison, write the reports, print the summary; return the exit code."""
+    from torchport.compare.api import compare
+    from torchport.compare.cost import Unit
+    from torchport.compare.entry import load_case
+    from torchport.compare.metrics import parse_threshold_overrides
+    from torchport.compare.reports.json_report import to_document, write_json
+    from torchport.compare.reports.markdown import render_markdown
+
+    for name in ("iterations", "warmup", "train_steps"):
+        if getattr(args, name) < (1 if name == "iterations" else 0):
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; pass a positive number.")
+    case = load_case(args.entry)
+    unit = case.get("unit")
+    if isinstance(unit, str):
+        unit = Unit(unit, float(case.get("units_per_sample", 1.0)))
+    training_step = None if args.no_training else case.get("training_step")
+    result = compare(
+        case["model"],
+        case.get("inputs"),
+        reference=_device(args, "reference", "cpu"),
+        target=_device(args, "target", "auto"),
+        precision=args.precision,
+        seed=args.seed,
+        parity=not args.no_parity,
+        per_op=args.per_op,
+        thresholds=parse_threshold_overrides(args.threshold),
+        training_step=training_step,
+        batch_factory=case.get("batch_factory"),
+        train_steps=args.train_steps,
+        optimizer_factory=case.get("optimizer_factory"),
+        performance=not args.no_performance,
+        batch_sizes=_positive_integers(args.batch_sizes) if args.batch_sizes else None,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        compile_model=args.compile,
+        unit=unit,
+        units_per_sample=case.get("units_per_sample"),
+        prices=args.prices,
+        min_throughput_ratio=args.min_throughput_ratio,
+        max_memory_ratio=args.max_memory_ratio,
+        baseline=args.baseline,
+        regression_tolerance=args.regression_tolerance,
+        model_name=case["name"],
+    )
+    if args.json_path:
+        write_json(result, args.json_path)
+    if args.html_path:
+        from torchport.compare.reports.html import write_html
+
+        write_html(result, args.html_path)
+    if args.markdown_path:
+        from torchport.compare.reports.markdown import write_markdown
+
+        write_markdown(result, args.markdown_path)
+    if args.output_format == "json":
+        print(json.dumps(to_document(result), indent=2))
+    elif args.output_format == "markdown":
+        print(render_markdown(result))
+    else:
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(render_markdown(result)))
+    return 0 if args.exit_zero else result.exit_code
