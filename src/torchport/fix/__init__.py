@@ -1,0 +1,1 @@
+"""Source rewriting with libcst, driven by the rules in torchport.rules."""

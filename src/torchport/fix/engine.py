@@ -1,0 +1,140 @@
+"""Apply the rules' fixes to Python source with libcst, keeping formatting and comments.
+
+Detection reuses the scan engine (stdlib `ast`, name resolution); each fixable finding names a
+source span, and the libcst transformer replaces exactly the node at that span, so everything
+else in the file, comments and whitespace included, stays byte-for-byte the same. Fixes are
+applied until nothing changes (a fix nested inside another one lands on the next round), which
+also makes a second `torchport fix` run a no-op.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchport.rules.base import Finding, FixSafety, PythonRule
+from torchport.rules.engine import analyze_python
+from torchport.rules.registry import all_rules
+
+__all__ = ["FixResult", "fix_source", "unified_diff", "MAX_ROUNDS"]
+
+#: Rounds of detect-and-rewrite before giving up on reaching a fixed point.
+MAX_ROUNDS = 8
+
+
+@dataclass
+class FixResult:
+    """The outcome of fixing one file."""
+
+    path: str
+    original: str
+    fixed: str
+    applied: list[Finding] = field(default_factory=list)
+    unsafe_skipped: int = 0
+    remaining: list[Finding] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the fixed text differs from the original."""
+        return self.fixed != self.original
+
+
+class _SpanRewriter(cst.CSTTransformer):
+    """Replace the node at each finding's span by the finding's fix."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, findings: list[Finding], rules: dict[str, PythonRule]):
+        super().__init__()
+        self.pending: dict[tuple[int, int, int, int], Finding] = {}
+        for finding in findings:
+            key = (finding.line, finding.column, finding.end_line, finding.end_column)
+            self.pending.setdefault(key, finding)
+        self.rules = rules
+        self.applied: list[Finding] = []
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        if not self.pending or not isinstance(original_node, (cst.BaseExpression, cst.BaseSmallStatement)):
+            return updated_node
+        try:
+            position = self.get_metadata(PositionProvider, original_node)
+        except KeyError:
+            return updated_node
+        key = (position.start.line, position.start.column, position.end.line, position.end.column)
+        finding = self.pending.get(key)
+        if finding is None or finding.fix is None:
+            return updated_node
+        fix = finding.fix
+        if fix.statement != isinstance(original_node, cst.BaseSmallStatement):
+            return updated_node
+        del self.pending[key]
+        self.applied.append(finding)
+        if fix.edit:
+            return self.rules[finding.code].transform(updated_node, finding)
+        if fix.statement:
+            return cst.parse_statement(fix.replacement).body[0]
+        replacement = cst.parse_expression(fix.replacement)
+        if isinstance(updated_node, cst.BaseExpression) and updated_node.lpar:
+            replacement = replacement.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+        return replacement
+
+
+def _rewrite(source: str, findings: list[Finding], rules: dict[str, PythonRule]) -> tuple[str, list[Finding]]:
+    module = cst.parse_module(source)
+    rewriter = _SpanRewriter(findings, rules)
+    rewritten = MetadataWrapper(module).visit(rewriter)
+    if any(finding.fix.needs_torch_import for finding in rewriter.applied):
+        context = CodemodContext()
+        AddImportsVisitor.add_needed_import(context, "torch")
+        rewritten = AddImportsVisitor(context).transform_module(rewritten)
+    return rewritten.code, rewriter.applied
+
+
+def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = False) -> FixResult:
+    """Fix `source` with the rules in `codes`; unsafe fixes only when `unsafe` is true."""
+    rules = {rule.code: rule() for rule in all_rules() if rule.code in codes and issubclass(rule, PythonRule)}
+    result = FixResult(path, source, source)
+    current = source
+    for _ in range(MAX_ROUNDS):
+        analysis = analyze_python(current.encode("utf-8"), path, codes)
+        if analysis.error:
+            result.error = analysis.error
+            result.fixed = source
+            return result
+        wanted = [item for item in analysis.findings if item.fix and (unsafe or item.fix.safety is FixSafety.SAFE)]
+        result.remaining = [item for item in analysis.findings if item not in wanted]
+        result.unsafe_skipped = sum(
+            1 for item in analysis.findings if item.fix and item.fix.safety is FixSafety.UNSAFE and not unsafe
+        )
+        if not wanted:
+            break
+        try:
+            rewritten, applied = _rewrite(current, wanted, rules)
+        except cst.ParserSyntaxError as error:
+            result.error = f"libcst cannot parse it: {str(error).splitlines()[0]}"
+            result.fixed = source
+            return result
+        if rewritten == current or not applied:
+            break
+        result.applied.extend(applied)
+        current = rewritten
+    result.fixed = current
+    return result
+
+
+def unified_diff(result: FixResult) -> str:
+    """A unified diff from the original to the fixed text."""
+    return "".join(
+        difflib.unified_diff(
+            result.original.splitlines(keepends=True),
+            result.fixed.splitlines(keepends=True),
+            fromfile=f"a/{result.path}",
+            tofile=f"b/{result.path}",
+        )
+    )

@@ -1,0 +1,1 @@
+"""Rules about where tensors live: device strings, torch.device, .cuda(), device queries."""

@@ -1,0 +1,72 @@
+"""TP105: comparisons against 'cuda' (`device == 'cuda'`, `'cuda' in device`)."""
+
+from __future__ import annotations
+
+import ast
+
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
+from torchport.rules.context import PythonContext
+from torchport.rules.patterns import is_cuda_string
+
+__all__ = ["CudaDeviceComparison"]
+
+
+class CudaDeviceComparison(PythonRule):
+    """A branch that asks "is this CUDA?" when it means "is this an accelerator?".
+
+    **What it does**: finds `x == 'cuda'`, `x != 'cuda'`, `'cuda' in device` and
+    `device.type == 'cuda'`.
+
+    **Why it matters**: on any other accelerator the check is false, so the code silently takes
+    its CPU path (no pinned memory, no autocast, no fused kernels) or refuses to run.
+
+    **Example**:
+
+        if device.type == "cuda":
+            scaler = torch.amp.GradScaler("cuda")
+
+    **Use instead**: `device.type != "cpu"`.
+
+    **Fix safety**: unsafe, and only for `<expr>.type == 'cuda'` / `!= 'cuda'`: the branch now
+    also runs on other accelerators, which is the point, but it changes behaviour there.
+    """
+
+    code = "TP105"
+    name = "cuda-device-comparison"
+    message = "Comparison against 'cuda' misses every other accelerator"
+    fix_title = "Compare against 'cpu' instead: device.type != 'cpu'"
+    severity = Severity.WARNING
+    fix_safety = FixSafety.UNSAFE
+    triggers = (rb"""['"]cuda(?::\d+)?['"]""",)
+    node_types = (ast.Compare,)
+    VALID = (
+        "if device.type != 'cpu':\n    pass\n",
+        "if name == 'cudnn':\n    pass\n",
+    )
+    INVALID = (
+        Example(
+            "if device.type == 'cuda':\n    pass\n",
+            fixed="if device.type != \"cpu\":\n    pass\n",
+        ),
+        Example("use_amp = x.device.type != 'cuda'\n", fixed='use_amp = x.device.type == "cpu"\n'),
+        "if 'cuda' in args.device:\n    pass\n",
+        "on_gpu = str(device) == 'cuda:0'\n",
+    )
+
+    def check(self, node: ast.Compare, context: PythonContext) -> None:
+        operands = [node.left, *node.comparators]
+        if not any(is_cuda_string(operand) for operand in operands):
+            return
+        context.report(self, node, fix=self._fix(node, context))
+
+    @staticmethod
+    def _fix(node: ast.Compare, context: PythonContext) -> Fix | None:
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return None
+        left, right = node.left, node.comparators[0]
+        if not (is_cuda_string(right) and right.value == "cuda"):
+            return None
+        if not (isinstance(left, ast.Attribute) and left.attr == "type"):
+            return None
+        operator = "!=" if isinstance(node.ops[0], ast.Eq) else "=="
+        return Fix(FixSafety.UNSAFE, replacement=f'{context.segment(left)} {operator} "cpu"')

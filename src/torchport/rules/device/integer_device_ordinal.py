@@ -1,0 +1,72 @@
+"""TP108: integer device ordinals: `.to(rank)`, `.cuda(gpu)`, `.to(0)`."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.rules.base import PythonRule, Severity
+from torchport.rules.context import PythonContext
+
+__all__ = ["IntegerDeviceOrdinal"]
+
+_ORDINAL_NAME = re.compile(r"(local_)?rank|gpu\d*|gpu_(id|index)|device_(id|index)|local_gpu", re.IGNORECASE)
+
+
+def _looks_like_ordinal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Name):
+        return _ORDINAL_NAME.fullmatch(node.id) is not None
+    if isinstance(node, ast.Attribute):
+        return _ORDINAL_NAME.fullmatch(node.attr) is not None
+    return False
+
+
+class IntegerDeviceOrdinal(PythonRule):
+    """A bare integer used as a device means "CUDA device N".
+
+    **What it does**: finds `.to(rank)`, `.to(0)` and `.cuda(gpu)`, where the argument is an
+    integer literal or a variable named like an ordinal (`rank`, `local_rank`, `gpu`,
+    `device_id`, ...).
+
+    **Why it matters**: PyTorch reads a bare integer as an index on the current accelerator; on a
+    CPU-only machine it fails, and string-only device remapping misses it (survey lesson 2).
+
+    **Example**:
+
+        model = model.to(local_rank)
+
+    **Use instead**: `torch.device(torch.accelerator.current_accelerator().type, local_rank)`.
+
+    **Fix safety**: no automatic fix.
+    """
+
+    code = "TP108"
+    name = "integer-device-ordinal"
+    message = "Integer device ordinal means 'accelerator N' and fails without one"
+    fix_title = "Build the device explicitly: torch.device(accelerator_type, index)"
+    severity = Severity.ERROR
+    triggers = (rb"\.(?:to|cuda)\(\s*(?:\w+\.)*(?:\d|local_rank|rank|gpu|device_id|device_index|local_gpu)",)
+    node_types = (ast.Call,)
+    VALID = (
+        "x = x.to(device)\n",
+        "x = x.to(torch.float16)\n",
+        "x = x.cuda()\n",
+        "ranked = ranks.to(rank_dtype)\n",
+    )
+    INVALID = (
+        "model = model.to(local_rank)\n",
+        "x = x.cuda(args.gpu)\n",
+        "t = t.to(0)\n",
+    )
+
+    def check(self, node: ast.Call, context: PythonContext) -> None:
+        function = node.func
+        if not isinstance(function, ast.Attribute) or function.attr not in {"to", "cuda"}:
+            return
+        if not node.args or not _looks_like_ordinal(node.args[0]):
+            return
+        if context.qualified_name(function) is not None:
+            return
+        context.report(self, node)

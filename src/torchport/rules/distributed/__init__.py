@@ -1,0 +1,1 @@
+"""Rules about torch.distributed set-up tied to NCCL and CUDA device ids."""

@@ -1,0 +1,59 @@
+"""TP302: `DistributedDataParallel(..., device_ids=[...])`."""
+
+from __future__ import annotations
+
+import ast
+
+from torchport.rules.base import PythonRule, Severity
+from torchport.rules.context import PythonContext, keyword_argument
+
+__all__ = ["DdpDeviceIds"]
+
+_WRAPPERS = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.DistributedDataParallel"}
+
+
+class DdpDeviceIds(PythonRule):
+    """`device_ids` / `output_device` given to DDP unconditionally.
+
+    **What it does**: finds `DistributedDataParallel` calls that pass `device_ids` or
+    `output_device`.
+
+    **Why it matters**: for CPU modules DDP requires `device_ids=None`; passing `[rank]` fails
+    there (21 sites in 6 of 15 projects).
+
+    **Example**:
+
+        model = DDP(model, device_ids=[local_rank])
+
+    **Use instead**: `device_ids=[local_rank] if device.type != "cpu" else None`.
+
+    **Fix safety**: no automatic fix.
+    """
+
+    code = "TP302"
+    name = "ddp-device-ids"
+    message = "DDP device_ids must be None for CPU modules"
+    fix_title = "Pass device_ids only for accelerator devices (None on CPU)"
+    severity = Severity.WARNING
+    target_severity = {"cpu": Severity.ERROR}
+    triggers = (rb"device_ids|output_device",)
+    node_types = (ast.Call,)
+    VALID = (
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model)\n",
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "m = DDP(model, device_ids=[r] if device.type != 'cpu' else None)\n",
+    )
+    INVALID = (
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[local_rank])\n",
+        "import torch\nm = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], output_device=0)\n",
+    )
+
+    def check(self, node: ast.Call, context: PythonContext) -> None:
+        if context.called(node) not in _WRAPPERS:
+            return
+        keyword = keyword_argument(node, "device_ids") or keyword_argument(node, "output_device")
+        if keyword is None or isinstance(keyword.value, ast.IfExp):
+            return
+        if isinstance(keyword.value, ast.Constant) and keyword.value.value is None:
+            return
+        context.report(self, keyword)

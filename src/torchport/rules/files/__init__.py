@@ -1,0 +1,1 @@
+"""Rules over non-Python files: CUDA sources, requirements, scripts and configs."""

@@ -1,0 +1,1 @@
+"""Code that cannot be ported mechanically: CUDA-only libraries, kernels and extensions."""

@@ -1,0 +1,59 @@
+"""TP209: `torch.autocast('cuda')` / `GradScaler('cuda')` / `device_type='cuda'`."""
+
+from __future__ import annotations
+
+import ast
+
+from torchport.rules.base import PythonRule, Severity
+from torchport.rules.context import PythonContext, keyword_argument
+from torchport.rules.patterns import is_cuda_string
+
+__all__ = ["AutocastCudaLiteral"]
+
+_AMP_CALLEES = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler"}
+
+
+class AutocastCudaLiteral(PythonRule):
+    """Mixed precision pinned to the `'cuda'` device type.
+
+    **What it does**: finds `torch.autocast('cuda')`, `torch.amp.autocast(device_type='cuda')` and
+    `torch.amp.GradScaler('cuda')`.
+
+    **Why it matters**: off CUDA, autocast warns and turns itself off, and the scaler disables
+    itself: training silently runs in float32 (slower, and different numerics from the GPU run).
+
+    **Example**:
+
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+
+    **Use instead**: `torch.autocast(device.type, dtype=torch.bfloat16)`.
+
+    **Fix safety**: no automatic fix: the device variable is not known to the fixer.
+    """
+
+    code = "TP209"
+    name = "autocast-cuda-literal"
+    message = "Autocast / GradScaler pinned to 'cuda' turns itself off elsewhere"
+    fix_title = "Pass the resolved device type: torch.autocast(device.type, ...)"
+    severity = Severity.WARNING
+    target_severity = {"cpu": Severity.INFO}
+    triggers = (rb"autocast|GradScaler",)
+    node_types = (ast.Call,)
+    VALID = (
+        "import torch\nwith torch.autocast(device.type):\n    pass\n",
+        "import torch\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n    pass\n",
+    )
+    INVALID = (
+        "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n",
+        "import torch\nwith torch.amp.autocast(device_type='cuda'):\n    pass\n",
+        "from torch.amp import GradScaler\nscaler = GradScaler('cuda')\n",
+    )
+
+    def check(self, node: ast.Call, context: PythonContext) -> None:
+        if context.called(node) not in _AMP_CALLEES:
+            return
+        keyword = keyword_argument(node, "device_type") or keyword_argument(node, "device")
+        value = keyword.value if keyword else (node.args[0] if node.args else None)
+        if is_cuda_string(value):
+            context.report(self, value)

@@ -1,0 +1,1 @@
+"""The scan engine: file discovery, parallel analysis, content-hash cache, configuration, reports."""
