@@ -23,21 +23,22 @@ _real_device = torch.device
 _real_generator = torch.Generator
 
 
-class _FacadeModule(types.ModuleType):
-    """A module facade: a copy of the real namespace plus overrides; misses fall through."""
+def _facade_module(real: types.ModuleType, overrides: dict) -> types.ModuleType:
+    """A plain module holding a copy of `real`'s namespace plus `overrides`.
 
-    def __init__(self, real: types.ModuleType, overrides: dict):
-        super().__init__(real.__name__, real.__doc__)
-        self.__dict__.update(real.__dict__)
-        self.__dict__.update(overrides)
-        object.__setattr__(self, "_torchport_real", real)
+    A plain module (not a subclass) keeps attribute reads at C speed; names the copy lacks (lazy
+    submodules, attributes set later) fall through to the real module via a module `__getattr__`.
+    """
+    module = types.ModuleType(real.__name__, real.__doc__)
+    module.__dict__.update(real.__dict__)
+    module.__dict__.update(overrides)
 
-    def __getattr__(self, name: str):
-        return getattr(object.__getattribute__(self, "_torchport_real"), name)
+    def __getattr__(name: str):
+        return getattr(real, name)
 
-    def __setattr__(self, name: str, value) -> None:
-        setattr(self._torchport_real, name, value)
-        self.__dict__[name] = value
+    module.__getattr__ = __getattr__
+    module._torchport_real = real
+    return module
 
 
 class _MappedClassMeta(type):
@@ -90,6 +91,18 @@ def _set_default_device(device):
     return torch.set_default_device(runtime.map_device(device))
 
 
+def _set_default_tensor_type(tensor_type):
+    """'torch.cuda.FloatTensor' -> default device = the target, default dtype = float32."""
+    name = tensor_type if isinstance(tensor_type, str) else getattr(tensor_type, "__name__", "")
+    if isinstance(tensor_type, str) and name.startswith("torch.cuda."):
+        retarget = state.current()
+        retarget.redirected("torch.set_default_tensor_type('torch.cuda.*')")
+        cpu_name = "torch." + name[len("torch.cuda."):]
+        torch.set_default_device(retarget.device())
+        return torch.set_default_tensor_type(cpu_name)
+    return torch.set_default_tensor_type(tensor_type)
+
+
 def _get_device_module(device=None):
     """`torch.get_device_module('cuda')` in application code is the torch.cuda facade."""
     if device is None:
@@ -108,7 +121,7 @@ class Facades:
         import torch.distributed as real_distributed
 
         self.cuda = cuda_api.build_cuda_module()
-        self.amp = _FacadeModule(
+        self.amp = _facade_module(
             torch.amp,
             {
                 "autocast": amp.autocast,
@@ -117,12 +130,12 @@ class Facades:
                 "custom_bwd": amp.custom_bwd,
             },
         )
-        self.distributed = _FacadeModule(
+        self.distributed = _facade_module(
             real_distributed,
             {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group},
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
-        self.torch = _FacadeModule(
+        self.torch = _facade_module(
             torch,
             {
                 "cuda": self.cuda,
@@ -133,6 +146,7 @@ class Facades:
                 "Generator": GeneratorFacade,
                 "autocast": amp.autocast,
                 "set_default_device": _set_default_device,
+                "set_default_tensor_type": _set_default_tensor_type,
                 "get_device_module": _get_device_module,
             },
         )

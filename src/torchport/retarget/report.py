@@ -82,7 +82,14 @@ class Recorder:
         }
 
     def write(self, path: str) -> None:
-        """Write the JSON report atomically (nothing half-written on failure)."""
+        """Write the JSON report atomically (nothing half-written on failure).
+
+        Under torchrun with several processes each rank writes its own file: `report.rank1.json`.
+        """
+        world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if world_size > 1:
+            stem, extension = os.path.splitext(path)
+            path = f"{stem}.rank{os.environ.get('RANK', '0')}{extension}"
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         temporary = f"{path}.tmp-{os.getpid()}"
