@@ -13,6 +13,8 @@ __all__ = [
     "ConfigConflictError",
     "UnsupportedCudaFeature",
     "StrictModeError",
+    "ProfileError",
+    "EmulatedDeviceError",
 ]
 
 
@@ -83,3 +85,11 @@ class StrictModeError(TorchportError):
             f"{what} at {site} has no effect on {target!r} and --strict is set. "
             "Remove the call, guard it with torch.accelerator, or run without --strict."
         )
+
+
+class ProfileError(UsageError):
+    """A target profile that does not exist or does not satisfy the profile schema."""
+
+
+class EmulatedDeviceError(TorchportError, RuntimeError):
+    """The emulated target refused an operation the real target would refuse."""

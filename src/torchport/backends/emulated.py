@@ -1,0 +1,152 @@
+"""Emulated targets: '<target>-emulated' runs code written for the target on this machine's CPU.
+
+One backend per profile in torchport/profiles (neuron-emulated, xla-emulated, mps-emulated, ...).
+All of them use the one PyTorch device type ``emulated`` (PrivateUse1, registered on first use);
+the profile decides which target it behaves like. When the real target is usable here the emulated
+one steps aside and says to use the real one.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from torchport.backends import register
+from torchport.backends.base import Backend, Probe
+
+__all__ = ["EmulatedBackend", "EMULATED_DEVICE_TYPE"]
+
+#: The torch device type every emulated target shares.
+EMULATED_DEVICE_TYPE = "emulated"
+
+# Targets with a profile; the emulated backends are generated from this list (kept here so that
+# building the registry never reads YAML or imports torch).
+_TARGETS: dict[str, tuple[str, str]] = {
+    # profile name: (preferred precision, description)
+    "neuron": ("bfloat16", "AWS Trainium / Inferentia"),
+    "xla": ("bfloat16", "Google TPU / XLA"),
+    "mps": ("float16", "Apple silicon GPU"),
+    "xpu": ("bfloat16", "Intel GPU"),
+    "npu": ("float16", "Huawei Ascend"),
+    "cuda": ("bfloat16", "NVIDIA GPU"),
+    "cpu": ("bfloat16", "host CPU"),
+}
+
+
+class EmulatedBackend(Backend):
+    """A target emulated on the CPU through the ``emulated`` device and a profile."""
+
+    #: The profile (torchport/profiles/<name>.yaml) this backend follows.
+    profile_name: ClassVar[str] = ""
+    auto_selectable = False
+    supports_pinned_memory = False
+    supports_grad_scaler = True
+    dist_backend = "gloo"
+
+    @property
+    def device_type(self) -> str:  # type: ignore[override]
+        """'emulated'. Reading it means the device is about to be used, so it is prepared here."""
+        self.prepare()
+        return EMULATED_DEVICE_TYPE
+
+    def prepare(self):
+        """Register the emulated device (once per process) and make this backend's profile active."""
+        from torchport.check import device
+
+        profile = device.active_profile()
+        if profile is None or profile.name != self.profile_name:
+            profile = device.activate(self.profile_name)
+        return profile
+
+    def probe(self) -> Probe:
+        from torchport import backends
+
+        real_name = self.profile_name
+        if real_name != "cpu":
+            try:
+                real = backends.get(real_name)
+            except Exception:
+                real = None
+            if real is not None and real.probe().usable:
+                return Probe(
+                    False,
+                    f"the real {real_name!r} backend is usable on this machine, so the emulator steps aside",
+                    f"Use --device {real_name} to run on the real hardware.",
+                )
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is a dependency
+            return Probe(False, "torch is not installed", "Install torch.")
+        current = torch._C._get_privateuse1_backend_name()
+        if current not in ("privateuseone", EMULATED_DEVICE_TYPE):
+            return Probe(
+                False,
+                f"PrivateUse1 is already taken by {current!r} in this process",
+                f"Run in a process that does not load the {current!r} backend.",
+            )
+        return Probe(True, f"{self.description} (profile {self.profile_name!r}; census with 'torchport check')")
+
+    def is_accelerator(self) -> bool:
+        return True
+
+    def device_module(self):
+        self.prepare()
+        import torch
+
+        return torch.get_device_module(EMULATED_DEVICE_TYPE)
+
+    def device_count(self) -> int:
+        self.prepare()
+        return 1
+
+    def device(self, index: int | None = None):
+        self.prepare()
+        import torch
+
+        return torch.device(EMULATED_DEVICE_TYPE, 0 if index is None else index % 1)
+
+    def total_memory(self, index: int = 0) -> int:
+        return self.prepare().memory_bytes
+
+    def memory_stat(self, stat: str, index: int | None = None) -> int:
+        self.prepare()
+        from torchport.check import device
+
+        stats = {
+            "memory_allocated": device.memory_allocated,
+            "max_memory_allocated": device.max_memory_allocated,
+            "memory_reserved": device.memory_allocated,
+            "max_memory_reserved": device.max_memory_allocated,
+        }
+        function = stats.get(stat)
+        return int(function()) if function is not None else 0
+
+    def reset_peak_memory_stats(self, index: int | None = None) -> None:
+        self.prepare()
+        from torchport.check import device
+
+        device.reset_peak_memory_stats()
+
+    def synchronize(self, index: int | None = None) -> None:
+        self.device_module().synchronize()
+
+
+def _make(profile_name: str, precision: str, description: str) -> type[EmulatedBackend]:
+    attributes = {
+        "name": f"{profile_name}-emulated",
+        "profile_name": profile_name,
+        "preferred_precision": precision,
+        "description": f"{description} emulated on the CPU",
+        # Keep the property: Backend.__init_subclass__ would otherwise set device_type = name.
+        "device_type": EmulatedBackend.__dict__["device_type"],
+        "aliases": tuple(f"{alias}-emulated" for alias in _ALIASES.get(profile_name, ())),
+        "__doc__": f"{description}, emulated on the CPU with the {profile_name!r} profile.",
+        "__module__": __name__,
+    }
+    class_name = f"{profile_name.capitalize()}EmulatedBackend"
+    return register(type(class_name, (EmulatedBackend,), attributes))
+
+
+_ALIASES = {"neuron": ("trainium", "inferentia"), "xla": ("tpu",), "npu": ("ascend",)}
+
+for _profile_name, (_precision, _description) in _TARGETS.items():
+    globals()[f"{_profile_name.capitalize()}EmulatedBackend"] = _make(_profile_name, _precision, _description)

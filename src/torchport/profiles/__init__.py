@@ -1,0 +1,217 @@
+"""Target profiles: what each accelerator can and cannot do, as data a user can read and extend.
+
+One YAML file per target in this folder (neuron, xla, mps, xpu, npu, cuda, cpu). A user adds or
+overrides a target with their own YAML file, passed by path or found in a folder listed in
+``TORCHPORT_PROFILE_PATH``; ``extends: neuron`` starts from a built-in profile and changes only the
+keys it names.
+
+    from torchport.profiles import load
+    profile = load("neuron")
+    profile.dtype_rule("float64")      # DtypeRule(status='downcast', to='float32', ...)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from torchport.errors import ProfileError
+from torchport.profiles.schema import DTYPE_STATUSES, OP_STATUSES, PROFILE_SCHEMA
+
+__all__ = [
+    "Profile",
+    "DtypeRule",
+    "OpRule",
+    "load",
+    "names",
+    "PROFILE_DIRECTORY",
+    "PROFILE_SCHEMA",
+    "ALIASES",
+]
+
+#: Where the built-in profiles live.
+PROFILE_DIRECTORY = Path(__file__).resolve().parent
+
+#: Other names users type for a target. The one alias table of profiles.
+ALIASES: dict[str, str] = {
+    "trainium": "neuron",
+    "inferentia": "neuron",
+    "trn": "neuron",
+    "tpu": "xla",
+    "apple": "mps",
+    "intel": "xpu",
+    "ascend": "npu",
+    "gpu": "cuda",
+    "host": "cpu",
+}
+
+_SUFFIX = "-emulated"
+
+
+@dataclass(frozen=True)
+class DtypeRule:
+    """How a target treats one dtype: computed as is, downcast to `to`, or refused."""
+
+    status: str
+    to: str | None = None
+    source: str = ""
+    note: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class OpRule:
+    """How a target treats one ATen op that it does not run natively."""
+
+    status: str
+    reason: str
+    source: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One target, loaded from YAML. `data` keeps the whole document for reports."""
+
+    name: str
+    title: str
+    device_type: str
+    emulated_name: str
+    preferred_precision: str
+    collective_backends: tuple[str, ...]
+    memory_bytes: int
+    static_shapes: bool
+    compile_seconds_per_graph: float
+    compile_seconds_per_op_signature: float
+    dtypes: dict[str, DtypeRule]
+    ops: dict[str, OpRule]
+    data: dict = field(repr=False, compare=False)
+    path: str = ""
+
+    def dtype_rule(self, dtype_name: str) -> DtypeRule:
+        """The rule for a dtype name such as 'float64'; dtypes the profile omits are native."""
+        return self.dtypes.get(dtype_name, DtypeRule("native"))
+
+    def op_rule(self, op_name: str) -> OpRule | None:
+        """The rule for 'aten::name.overload' or 'aten::name'; None when the op is native."""
+        rule = self.ops.get(op_name)
+        if rule is None and "." in op_name:
+            rule = self.ops.get(op_name.split(".", 1)[0])
+        return rule
+
+    def downcasts(self) -> dict[str, str]:
+        """{'float64': 'float32', ...} for every dtype the target computes in a narrower type."""
+        return {name: rule.to for name, rule in self.dtypes.items() if rule.status == "downcast" and rule.to}
+
+    def refused(self) -> list[str]:
+        """Dtype names the target rejects."""
+        return [name for name, rule in self.dtypes.items() if rule.status == "refused"]
+
+    def to_dict(self) -> dict:
+        """The profile as plain data (for JSON reports)."""
+        return dict(self.data)
+
+
+def names() -> list[str]:
+    """Every built-in target name."""
+    return sorted(path.stem for path in PROFILE_DIRECTORY.glob("*.yaml"))
+
+
+def _search_path() -> list[Path]:
+    extra = [Path(part) for part in os.environ.get("TORCHPORT_PROFILE_PATH", "").split(os.pathsep) if part]
+    return [*extra, PROFILE_DIRECTORY]
+
+
+def _find(name: str) -> Path:
+    key = name.strip().lower()
+    if key.endswith(_SUFFIX):
+        key = key[: -len(_SUFFIX)]
+    key = ALIASES.get(key, key)
+    for directory in _search_path():
+        candidate = directory / f"{key}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise ProfileError(
+        f"Unknown target {name!r}. Known targets: {', '.join(names())} (aliases: {', '.join(sorted(ALIASES))}). "
+        "Pass one of them, or a path to your own profile YAML (see torchport/profiles/neuron.yaml)."
+    )
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read(path: Path) -> dict:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ProfileError(f"Cannot read profile {str(path)!r}: {error}. Fix the file or pass another target.") from error
+    if not isinstance(document, dict):
+        raise ProfileError(f"Profile {str(path)!r} is not a mapping. Start from torchport/profiles/neuron.yaml.")
+    parent = document.pop("extends", None)
+    if parent:
+        document = _merge(_read(_find(parent)), document)
+    return document
+
+
+def _validate(document: dict, path: Path) -> None:
+    missing = [key for key in PROFILE_SCHEMA["required"] if key not in document]
+    if missing:
+        raise ProfileError(
+            f"Profile {str(path)!r} lacks {missing}. Required keys: {PROFILE_SCHEMA['required']}. "
+            "Add them, or start with 'extends: <target>'."
+        )
+    for dtype_name, rule in (document.get("dtypes") or {}).items():
+        if not isinstance(rule, dict) or rule.get("status") not in DTYPE_STATUSES:
+            raise ProfileError(
+                f"Profile {str(path)!r}: dtype {dtype_name!r} has status {rule!r}; allowed: {DTYPE_STATUSES}."
+            )
+        if rule["status"] == "downcast" and not rule.get("to"):
+            raise ProfileError(f"Profile {str(path)!r}: dtype {dtype_name!r} is 'downcast' but names no 'to' dtype.")
+    for op_name, rule in (document.get("ops") or {}).items():
+        if not isinstance(rule, dict) or rule.get("status") not in OP_STATUSES:
+            raise ProfileError(f"Profile {str(path)!r}: op {op_name!r} has status {rule!r}; allowed: {OP_STATUSES}.")
+    try:
+        import jsonschema
+    except ImportError:
+        return
+    try:
+        jsonschema.validate(document, PROFILE_SCHEMA)
+    except jsonschema.ValidationError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise ProfileError(f"Profile {str(path)!r} is invalid at {where}: {error.message}.") from error
+
+
+def load(target: str | os.PathLike) -> Profile:
+    """The profile for a target name, alias, '<name>-emulated' or path to a YAML file."""
+    path = Path(target)
+    if not (path.suffix in {".yaml", ".yml"} and path.is_file()):
+        path = _find(str(target))
+    document = _read(path)
+    _validate(document, path)
+    shapes = document["shapes"]
+    return Profile(
+        name=document["name"],
+        title=document["title"],
+        device_type=document["device_type"],
+        emulated_name=document["emulated_name"],
+        preferred_precision=document["preferred_precision"],
+        collective_backends=tuple(document["collective_backends"]),
+        memory_bytes=int(document["memory_bytes"]),
+        static_shapes=bool(shapes["static"]),
+        compile_seconds_per_graph=float(shapes["compile_seconds_per_graph"]),
+        compile_seconds_per_op_signature=float(shapes["compile_seconds_per_op_signature"]),
+        dtypes={key: DtypeRule(**value) for key, value in document["dtypes"].items()},
+        ops={key: OpRule(**value) for key, value in (document["ops"] or {}).items()},
+        data=document,
+        path=str(path),
+    )

@@ -1,0 +1,52 @@
+"""Profiles: every built-in target loads, satisfies the schema, cites sources, and can be extended."""
+
+import jsonschema
+import pytest
+import yaml
+
+from torchport import profiles
+from torchport.errors import ProfileError
+
+
+@pytest.mark.parametrize("name", profiles.names())
+def test_every_profile_satisfies_the_schema_and_cites_sources(name):
+    document = yaml.safe_load((profiles.PROFILE_DIRECTORY / f"{name}.yaml").read_text())
+    jsonschema.validate(document, profiles.PROFILE_SCHEMA)
+    profile = profiles.load(name)
+    assert document["sources"] and all(value.strip() for value in document["sources"].values())
+    for rule in profile.ops.values():
+        assert rule.source and rule.reason
+
+
+def test_the_seven_targets_of_the_issue_exist():
+    assert {"neuron", "xla", "mps", "xpu", "npu", "cuda", "cpu"} <= set(profiles.names())
+
+
+def test_neuron_downcasts_fp64_and_int64_and_mps_refuses_fp64():
+    neuron = profiles.load("trainium")
+    assert neuron.downcasts() == {"float64": "float32", "int64": "int32"}
+    assert neuron.static_shapes and neuron.op_rule("aten::nonzero").status == "unsupported"
+    assert "float64" in profiles.load("mps").refused()
+    assert profiles.load("cuda").downcasts() == {} and not profiles.load("cuda").static_shapes
+
+
+def test_a_user_profile_extends_a_builtin_one(tmp_path):
+    path = tmp_path / "trn1.yaml"
+    path.write_text("extends: neuron\nname: trnone\nmemory_bytes: 34359738368\nemulated_name: trnone-emulated\n")
+    profile = profiles.load(path)
+    assert profile.name == "trnone" and profile.memory_bytes == 32 * 2**30
+    assert profile.downcasts()["float64"] == "float32"
+
+
+def test_unknown_target_names_the_known_ones():
+    with pytest.raises(ProfileError) as info:
+        profiles.load("tpuu")
+    assert "'tpuu'" in str(info.value) and "neuron" in str(info.value)
+
+
+def test_invalid_profile_says_where(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("extends: neuron\ndtypes:\n  float64: {status: maybe}\n")
+    with pytest.raises(ProfileError) as info:
+        profiles.load(path)
+    assert "float64" in str(info.value) and "maybe" in str(info.value)
