@@ -48,6 +48,12 @@ class Backend:
     supports_grad_scaler: ClassVar[bool] = True
     #: Whether host memory can be pinned for transfers to this device.
     supports_pinned_memory: ClassVar[bool] = True
+    #: Whether torch.Event / torch.Stream work on this device (lazy-tensor devices have neither).
+    native_events: ClassVar[bool] = True
+    native_streams: ClassVar[bool] = True
+    #: Whether torch.load(map_location=<this device>) can restore storages directly; where it
+    #: cannot, checkpoints load to the host and load_state_dict copies them over.
+    loads_to_device: ClassVar[bool] = True
     #: One line for `torchport doctor`.
     description: ClassVar[str] = ""
     #: Whether `auto` may pick it.
@@ -138,6 +144,10 @@ class Backend:
 
         if self.is_accelerator():
             torch.accelerator.reset_peak_memory_stats(index)
+
+    def on_activate(self) -> list[str]:
+        """Process-wide setup when this backend becomes the target; returns notes for the report."""
+        return []
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}>"

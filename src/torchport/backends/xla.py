@@ -16,6 +16,9 @@ class XLABackend(Backend):
     preferred_precision = "bfloat16"
     supports_grad_scaler = False
     supports_pinned_memory = False
+    native_events = False
+    loads_to_device = False
+    native_streams = False
     description = "Google TPU (or XLA on CPU/GPU) through torch_xla and PJRT"
 
     def probe(self) -> Probe:
@@ -34,15 +37,53 @@ class XLABackend(Backend):
         return Probe(True, f"torch_xla installed, PJRT_DEVICE={os.environ.get('PJRT_DEVICE')}")
 
     def device_module(self):
-        import torch_xla  # noqa: F401  (registers the xla device module)
-        import torch
+        """torch_xla registers no `torch.xla`; this namespace answers what torch.<device> would."""
+        import types
 
-        return torch.get_device_module("xla")
+        import torch_xla.core.xla_model as xm
+
+        def device_count() -> int:
+            return len(xm.get_xla_supported_devices() or [])
+
+        def get_device_name(index: int = 0) -> str:
+            return f"XLA:{xm.xla_device_hw(self.device(index))}"
+
+        return types.SimpleNamespace(
+            manual_seed=xm.set_rng_state,
+            manual_seed_all=xm.set_rng_state,
+            seed=lambda: None,
+            initial_seed=xm.get_rng_state,
+            get_rng_state=xm.get_rng_state,
+            set_rng_state=xm.set_rng_state,
+            device_count=device_count,
+            get_device_name=get_device_name,
+            synchronize=lambda index=None: self.synchronize(index),
+            empty_cache=lambda: None,
+        )
 
     def device(self, index: int | None = None):
         import torch_xla.core.xla_model as xm
 
         return xm.xla_device() if index is None else xm.xla_device(index)
+
+    def on_activate(self) -> list[str]:
+        """Lazy tensors build one graph until a step boundary: cut it after every optimizer step,
+        as torch_xla's own GPU->XLA guide asks users to do by hand with xm.mark_step()."""
+        import torch_xla.core.xla_model as xm
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(lambda *args: xm.mark_step())
+        return ["xm.mark_step() after every optimizer step"]
+
+    def memory_stat(self, stat: str, index: int | None = None) -> int:
+        import torch_xla.core.xla_model as xm
+
+        try:
+            info = xm.get_memory_info(self.device(index))
+        except Exception:
+            return 0
+        used = info.get("bytes_used", info.get("kb_total", 0) - info.get("kb_free", 0))
+        return int(used)
 
     def synchronize(self, index: int | None = None) -> None:
         import torch_xla.core.xla_model as xm

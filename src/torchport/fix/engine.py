@@ -134,7 +134,7 @@ def unified_diff(result: FixResult) -> str:
         difflib.unified_diff(
             result.original.splitlines(keepends=True),
             result.fixed.splitlines(keepends=True),
-            fromfile=f"a/{result.path}",
-            tofile=f"b/{result.path}",
+            fromfile=f"a/{result.path.lstrip('/')}",
+            tofile=f"b/{result.path.lstrip('/')}",
         )
     )

@@ -51,6 +51,8 @@ def _target_autocast(device_type: str, dtype, enabled: bool, cache_enabled):
     retarget = state.current()
     if device_type != "cuda":
         return _real_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    if not enabled:
+        return _real_autocast(retarget.type, enabled=False)
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")

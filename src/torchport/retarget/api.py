@@ -74,6 +74,8 @@ def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bo
     )
     state.set_current(retarget)
     runtime.bind(retarget)
+    for note in backend.on_activate():
+        retarget.decide(f"{backend.name} setup", note)
     facades = proxy.Facades()
     proxy._facades = facades
     RetargetLoader.builtins_namespace = proxy.build_builtins(facades)

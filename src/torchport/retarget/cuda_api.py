@@ -258,8 +258,12 @@ class Event:
         retarget.redirected("torch.cuda.Event")
         self._time: float | None = None
         self._torchport_real = None
-        if retarget.accelerator:
+        self._synchronize = None
+        if retarget.accelerator and retarget.backend.native_events:
             self._torchport_real = torch.Event(retarget.device(), enable_timing=enable_timing)
+        elif retarget.accelerator:
+            # No native events (lazy-tensor devices): time on the host after a synchronize.
+            self._synchronize = retarget.backend.synchronize
         self.enable_timing = enable_timing
 
     def record(self, stream=None) -> None:
@@ -267,6 +271,8 @@ class Event:
             real_stream = getattr(stream, "_torchport_real", stream)
             self._torchport_real.record(real_stream) if real_stream is not None else self._torchport_real.record()
             return
+        if self._synchronize is not None:
+            self._synchronize()
         self._time = time.perf_counter()
 
     def synchronize(self) -> None:
@@ -299,8 +305,10 @@ class Stream:
         retarget = _rt()
         retarget.redirected("torch.cuda.Stream")
         self._torchport_real = None
-        if retarget.accelerator:
+        if retarget.accelerator and retarget.backend.native_streams:
             self._torchport_real = torch.Stream(retarget.device(), priority=priority)
+        elif retarget.accelerator:
+            retarget.noop("torch.cuda.Stream", f"{retarget.backend.name} has no user streams; work runs in order")
         self._context = contextlib.nullcontext()
 
     def wait_stream(self, stream) -> None:
@@ -338,7 +346,7 @@ _default_stream: Stream | None = None
 def current_stream(device=None) -> Stream:
     global _default_stream
     retarget = _rt()
-    if retarget.accelerator:
+    if retarget.accelerator and retarget.backend.native_streams:
         wrapper = Stream.__new__(Stream)
         wrapper._torchport_real = torch.accelerator.current_stream()
         wrapper._context = contextlib.nullcontext()

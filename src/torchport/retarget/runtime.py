@@ -145,6 +145,9 @@ def output_device(site: int, value):
 
 def map_location(site: int, value):
     """`map_location=`: strings, devices, dicts of them, and callables returning them."""
+    if not _rt.backend.loads_to_device:
+        _hit(site)
+        return "cpu"
     value_type = value.__class__
     if value_type in (str, int, _device_type):
         return map_device(value, site)

@@ -162,8 +162,12 @@ class Rule:
     target_severity: ClassVar[Mapping[str, Severity]] = {}
     #: Whether the rule offers a fix, and how safe it is (None: report only).
     fix_safety: ClassVar[FixSafety | None] = None
-    #: Regular expressions (bytes); a file with none of them cannot match this rule.
+    #: Literal byte strings; a Python file holding none of them (nor a `trigger_patterns` match)
+    #: cannot match this rule, and only lines holding one are walked. Literals, not regular
+    #: expressions, because substring search runs at memory speed and regex alternations do not.
     triggers: ClassVar[tuple[bytes, ...]] = ()
+    #: Regular expressions (bytes) for the rare trigger that no literal can express.
+    trigger_patterns: ClassVar[tuple[bytes, ...]] = ()
     VALID: ClassVar[tuple[Example | str, ...]] = ()
     INVALID: ClassVar[tuple[Example | str, ...]] = ()
 

@@ -26,6 +26,8 @@ __all__ = ["PythonContext", "call_name", "string_value", "keyword_argument"]
 
 _LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 _SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+#: Nodes with nothing below them that any rule looks at.
+_LEAF_TYPES = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
 def string_value(node: ast.AST | None) -> str | None:
@@ -182,23 +184,35 @@ class PythonContext:
         return self.findings
 
     def _visit(self, node: ast.AST) -> None:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        # Hot loop: written out by hand (no ast.iter_child_nodes generator) for speed.
+        node_type = type(node)
+        if node_type is ast.Import or node_type is ast.ImportFrom:
             self.record_import(node)
-        rules = self._dispatch.get(type(node))
+        rules = self._dispatch.get(node_type)
         if rules:
             for rule in rules:
                 rule.check(node, self)
         lines = self._lines_of_interest
         self.stack.append(node)
-        for child in ast.iter_child_nodes(node):
-            if lines is not None:
-                start = getattr(child, "lineno", None)
-                if start is not None:
-                    decorators = getattr(child, "decorator_list", None)
-                    if decorators:
-                        start = decorators[0].lineno
-                    index = bisect_left(lines, start)
-                    if index == len(lines) or lines[index] > child.end_lineno:
-                        continue
-            self._visit(child)
+        for field_name in node._fields:
+            value = getattr(node, field_name, None)
+            if isinstance(value, list):
+                children = value
+            elif isinstance(value, ast.AST):
+                children = (value,)
+            else:
+                continue
+            for child in children:
+                if not isinstance(child, ast.AST) or isinstance(child, _LEAF_TYPES):
+                    continue
+                if lines is not None:
+                    start = getattr(child, "lineno", None)
+                    if start is not None:
+                        decorators = getattr(child, "decorator_list", None)
+                        if decorators:
+                            start = decorators[0].lineno
+                        index = bisect_left(lines, start)
+                        if index == len(lines) or lines[index] > child.end_lineno:
+                            continue
+                self._visit(child)
         self.stack.pop()

@@ -16,11 +16,11 @@ from torchport.rules.base import Finding, PythonRule, TextContext, TextRule
 from torchport.rules.context import PythonContext
 from torchport.rules.registry import all_rules
 
-__all__ = ["FileResult", "analyze_python", "analyze_text", "analyze", "NOQA_PATTERN", "python_triggers"]
+__all__ = ["FileResult", "analyze_python", "analyze_text", "analyze", "NOQA_PATTERN", "python_triggers", "Triggers"]
 
 #: `# noqa` (all codes) or `# noqa: TP101, TP102`.
 NOQA_PATTERN = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-_IMPORT_TRIGGER = rb"\bimport\b"
+_IMPORT_TOKEN = b"import"
 _PYTHON2_HINT = re.compile(r"^\s*(print\s+[^\s(=]|exec\s+['\"]|except\s+\w+\s*,\s*\w+\s*:)", re.MULTILINE)
 
 
@@ -44,40 +44,70 @@ def _text_instances(codes: tuple[str, ...]) -> tuple[TextRule, ...]:
     return tuple(rule() for rule in all_rules() if rule.code in codes and issubclass(rule, TextRule))
 
 
+@dataclass(frozen=True)
+class Triggers:
+    """What makes a Python file (and a line of it) worth walking for a set of rules."""
+
+    tokens: tuple[bytes, ...]
+    pattern: re.Pattern[bytes] | None
+
+    def present(self, source: bytes) -> bool:
+        """Whether any trigger occurs in `source` (substring search first: it is the fast part)."""
+        if any(token in source for token in self.tokens):
+            return True
+        return self.pattern is not None and self.pattern.search(source) is not None
+
+
 @lru_cache(maxsize=64)
-def python_triggers(codes: tuple[str, ...]) -> re.Pattern[bytes] | None:
-    """One compiled alternation of every trigger of the Python rules in `codes`."""
-    patterns = [pattern for rule in _python_instances(codes) for pattern in rule.triggers]
-    if not patterns:
+def python_triggers(codes: tuple[str, ...]) -> Triggers | None:
+    """The trigger literals and patterns of the Python rules in `codes` (None: no Python rule)."""
+    rules = _python_instances(codes)
+    if not rules:
         return None
-    return re.compile(b"|".join(b"(?:" + pattern + b")" for pattern in patterns))
+    tokens = sorted({token for rule in rules for token in rule.triggers}, key=len)
+    # A token that contains a shorter token adds nothing to a substring search.
+    minimal = tuple(token for index, token in enumerate(tokens) if not any(other in token for other in tokens[:index]))
+    patterns = [pattern for rule in rules for pattern in rule.trigger_patterns]
+    compiled = re.compile(b"|".join(b"(?:" + pattern + b")" for pattern in patterns)) if patterns else None
+    return Triggers(minimal, compiled)
 
 
 _FROM_TORCH_IMPORT = re.compile(rb"^[ \t]*from[ \t]+torch[\w.]*[ \t]+import[ \t]+([^\n]*)", re.MULTILINE)
 _AS_ALIAS = re.compile(rb"\bas[ \t]+(\w+)")
 
 
-def _trigger_lines(source: bytes, trigger: re.Pattern[bytes]) -> list[int]:
-    """Sorted 1-based line numbers holding a trigger match, an import, or a use of a name
-    imported from torch under another name (`from torch.cuda import is_available as has_gpu`)."""
+def _find_all(source: bytes, tokens, positions: list[int]) -> None:
+    """Append the offset of every occurrence of every token."""
+    find = source.find
+    for token in tokens:
+        position = find(token)
+        while position != -1:
+            positions.append(position)
+            position = find(token, position + 1)
+
+
+def _trigger_lines(source: bytes, triggers: Triggers) -> list[int]:
+    """Sorted 1-based numbers of the lines holding a trigger, an import, or a use of a name
+    imported from torch under another name (`from torch.cuda import is_available as has_gpu`).
+    Empty when no trigger occurs: then no rule can match and the file is not even parsed."""
+    positions: list[int] = []
+    _find_all(source, triggers.tokens, positions)
+    if triggers.pattern is not None:
+        positions.extend(match.start() for match in triggers.pattern.finditer(source))
+    if not positions:
+        return []
+    aliases = {alias for match in _FROM_TORCH_IMPORT.finditer(source) for alias in _AS_ALIAS.findall(match.group(1))}
+    _find_all(source, (_IMPORT_TOKEN, *aliases), positions)
+    positions.sort()
     lines: list[int] = []
-    position = 0
     line = 1
-    combined = _combined(trigger)
-    aliases = sorted({alias for match in _FROM_TORCH_IMPORT.finditer(source) for alias in _AS_ALIAS.findall(match.group(1))})
-    if aliases:
-        combined = re.compile(combined.pattern + rb"|\b(?:" + b"|".join(aliases) + rb")\b")
-    for match in combined.finditer(source):
-        line += source.count(b"\n", position, match.start())
-        position = match.start()
+    previous = 0
+    for position in positions:
+        line += source.count(b"\n", previous, position)
+        previous = position
         if not lines or lines[-1] != line:
             lines.append(line)
     return lines
-
-
-@lru_cache(maxsize=64)
-def _combined(trigger: re.Pattern[bytes]) -> re.Pattern[bytes]:
-    return re.compile(trigger.pattern + b"|" + _IMPORT_TRIGGER)
 
 
 def _suppressed(finding: Finding, line_text: str) -> bool:
@@ -103,8 +133,9 @@ def _describe_syntax_error(error: SyntaxError, text: str) -> str:
 def analyze_python(source: bytes, path: str, codes: tuple[str, ...]) -> FileResult:
     """Findings of the Python rules in `codes` on `source`, or why it could not be parsed."""
     result = FileResult(path, lines=source.count(b"\n") + (1 if source and not source.endswith(b"\n") else 0))
-    trigger = python_triggers(codes)
-    if trigger is None or trigger.search(source) is None:
+    triggers = python_triggers(codes)
+    lines = _trigger_lines(source, triggers) if triggers is not None else None
+    if not lines:
         return result
     try:
         with warnings.catch_warnings():
@@ -121,7 +152,7 @@ def analyze_python(source: bytes, path: str, codes: tuple[str, ...]) -> FileResu
         return result
     context = PythonContext(path, source, _python_instances(codes))
     try:
-        findings = context.run(tree, _trigger_lines(source, trigger))
+        findings = context.run(tree, lines)
     except RecursionError:
         result.error = "too deeply nested to analyse (RecursionError)"
         return result

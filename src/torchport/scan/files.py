@@ -111,7 +111,8 @@ def _walk(root: str, patterns: tuple[str, ...], found: Discovery, seen_files: se
                 is_directory = entry.is_dir()
                 is_file = entry.is_file()
             except OSError as error:
-                found.problems[entry.path] = f"cannot stat: {error.strerror or error}"
+                reason = _broken_link_reason(entry.path) if entry.is_symlink() else None
+                found.problems[entry.path] = reason or f"cannot stat: {error.strerror or error}"
                 continue
             if entry.is_symlink() and not is_directory and not is_file:
                 if file_kind(entry.name) is not None or not os.path.splitext(entry.name)[1]:

@@ -35,7 +35,7 @@ class AssertCudaAvailable(PythonRule):
     message = "Assertion requires CUDA and stops the program elsewhere"
     fix_title = "Assert torch.accelerator.is_available() instead (or drop the assertion)"
     severity = Severity.ERROR
-    triggers = (rb"assert\b",)
+    triggers = (b"is_available", b"device_count")
     node_types = (ast.Assert,)
     VALID = (
         "import torch\nassert torch.accelerator.is_available()\n",

@@ -44,7 +44,7 @@ class CudaAvailabilityTernary(PythonRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.SAFE
-    triggers = (rb"is_available",)
+    triggers = (b"is_available",)
     node_types = (ast.IfExp,)
     VALID = (
         "import torch\nd = torch.accelerator.current_accelerator()\n",

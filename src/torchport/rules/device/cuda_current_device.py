@@ -30,7 +30,7 @@ class CudaCurrentDevice(CallRule):
     fix_title = "Use torch.accelerator.current_device_index()"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    triggers = (rb"current_device\b",)
+    triggers = (b"current_device",)
     callees = frozenset({"torch.cuda.current_device"})
     rename_to = {"torch.cuda.current_device": "accelerator.current_device_index"}
     VALID = ("import torch\ni = torch.accelerator.current_device_index()\n",)

@@ -33,7 +33,7 @@ class CudaDeviceCount(CallRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"device_count",)
+    triggers = (b"device_count",)
     callees = frozenset({"torch.cuda.device_count"})
     rename_to = {"torch.cuda.device_count": "accelerator.device_count"}
     VALID = ("import torch\nn = torch.accelerator.device_count()\n",)

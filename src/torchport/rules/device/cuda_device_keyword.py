@@ -36,7 +36,7 @@ class CudaDeviceKeyword(PythonRule):
     message = "device='cuda' hard-codes the CUDA device"
     fix_title = "Pass a resolved device (or default to None and resolve it inside)"
     severity = Severity.ERROR
-    triggers = (rb"=\s*['\"]cuda(?::\d+)?['\"]",)
+    triggers = (b"'cuda", b'"cuda')
     node_types = (ast.keyword, ast.arguments)
     VALID = (
         "import torch\nx = torch.zeros(3, device=device)\n",

@@ -34,7 +34,7 @@ class CudaDeviceProperties(CallRule):
     message = "CUDA device query raises without CUDA"
     fix_title = "Query torch.get_device_module(device) behind an accelerator check"
     severity = Severity.ERROR
-    triggers = (rb"get_device_(?:name|properties)",)
+    triggers = (b"get_device_name", b"get_device_properties")
     callees = frozenset({"torch.cuda.get_device_name", "torch.cuda.get_device_properties"})
     VALID = (
         "import torch\nname = torch.get_device_module(device).get_device_name(0)\n",

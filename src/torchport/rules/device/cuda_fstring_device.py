@@ -33,7 +33,7 @@ class CudaFstringDevice(PythonRule):
     message = "Device string built as 'cuda:<rank>' is CUDA-only"
     fix_title = "Use torch.device(accelerator_type, rank)"
     severity = Severity.ERROR
-    triggers = (rb"cuda:",)
+    triggers = (b"cuda:",)
     node_types = (ast.JoinedStr, ast.BinOp, ast.Call)
     VALID = (
         "device = f'{kind}:{rank}'\n",

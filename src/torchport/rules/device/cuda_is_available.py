@@ -40,7 +40,7 @@ class CudaIsAvailable(PythonRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"is_available",)
+    triggers = (b"is_available",)
     node_types = (ast.Call,)
     VALID = (
         "import torch\nok = torch.accelerator.is_available()\n",

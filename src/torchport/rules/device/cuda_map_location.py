@@ -37,7 +37,7 @@ class CudaMapLocation(PythonRule):
     message = "torch.load maps the checkpoint onto CUDA"
     fix_title = "Pass map_location=<resolved device> (or 'cpu' and move the model after)"
     severity = Severity.ERROR
-    triggers = (rb"map_location",)
+    triggers = (b"map_location",)
     node_types = (ast.Call,)
     VALID = (
         "import torch\nstate = torch.load(path, map_location='cpu')\n",

@@ -33,7 +33,7 @@ class CudaMethodCall(PythonRule):
     message = "'.cuda()' moves data to CUDA only"
     fix_title = "Replace '.cuda()' with '.to(device)' using a resolved device"
     severity = Severity.ERROR
-    triggers = (rb"\.cuda\(",)
+    triggers = (b".cuda(",)
     node_types = (ast.Call,)
     VALID = (
         "import torch\nx = torch.ones(2).to(device)\n",

@@ -32,7 +32,7 @@ class CudaSetDevice(CallRule):
     fix_title = "Use torch.accelerator.set_device_index(index)"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    triggers = (rb"set_device\b",)
+    triggers = (b"set_device",)
     callees = frozenset({"torch.cuda.set_device"})
     rename_to = {"torch.cuda.set_device": "accelerator.set_device_index"}
     VALID = ("import torch\ntorch.accelerator.set_device_index(rank)\n",)

@@ -42,7 +42,7 @@ class CudaStringLiteral(PythonRule):
     fix_title = "Derive the device from torch.accelerator.current_accelerator() instead of a literal"
     severity = Severity.ERROR
     target_severity = {"cpu": Severity.ERROR}
-    triggers = (rb"""['"]cuda(?::\d+)?['"]""",)
+    triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Constant,)
     VALID = (
         "import torch\ndevice = torch.accelerator.current_accelerator()\n",

@@ -45,7 +45,7 @@ class DeviceAutodetectChain(PythonRule):
     fix_title = "Replace the chain with torch.accelerator.current_accelerator() or torch.device('cpu')"
     severity = Severity.INFO
     target_severity = {"neuron": Severity.WARNING, "xla": Severity.WARNING, "npu": Severity.WARNING}
-    triggers = (rb"(?:mps|xpu)\.is_available",)
+    triggers = (b"mps.is_available", b"xpu.is_available")
     node_types = (ast.If, ast.IfExp)
     VALID = (
         "import torch\nok = torch.backends.mps.is_available()\n",

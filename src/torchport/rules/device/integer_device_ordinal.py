@@ -47,7 +47,7 @@ class IntegerDeviceOrdinal(PythonRule):
     message = "Integer device ordinal means 'accelerator N' and fails without one"
     fix_title = "Build the device explicitly: torch.device(accelerator_type, index)"
     severity = Severity.ERROR
-    triggers = (rb"\.(?:to|cuda)\(\s*(?:\w+\.)*(?:\d|local_rank|rank|gpu|device_id|device_index|local_gpu)",)
+    triggers = (b".cuda(", b"rank)", b"gpu)", b"gpu_id)", b"gpu_index)", b"device_id)", b"device_index)", b".to(0")
     node_types = (ast.Call,)
     VALID = (
         "x = x.to(device)\n",

@@ -38,7 +38,7 @@ class TorchDeviceCuda(PythonRule):
     fix_title = "Use torch.accelerator.current_accelerator() or torch.device('cpu')"
     severity = Severity.ERROR
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"device\(",)
+    triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Call,)
     VALID = (
         "import torch\ndevice = torch.device('cpu')\n",

@@ -30,7 +30,7 @@ class DataParallelWrapper(CallRule):
     message = "nn.DataParallel scatters over CUDA devices only"
     fix_title = "Use DistributedDataParallel"
     severity = Severity.WARNING
-    triggers = (rb"DataParallel",)
+    triggers = (b"DataParallel",)
     callees = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"})
     VALID = ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model)\n",)
     INVALID = ("import torch\nmodel = torch.nn.DataParallel(model)\n", "from torch import nn\nm = nn.DataParallel(m)\n")

@@ -36,7 +36,7 @@ class DdpDeviceIds(PythonRule):
     fix_title = "Pass device_ids only for accelerator devices (None on CPU)"
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.ERROR}
-    triggers = (rb"device_ids|output_device",)
+    triggers = (b"device_ids", b"output_device")
     node_types = (ast.Call,)
     VALID = (
         "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model)\n",

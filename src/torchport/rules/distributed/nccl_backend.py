@@ -41,7 +41,7 @@ class NcclBackend(PythonRule):
     fix_title = "Use dist.get_default_backend_for_device(device)"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    triggers = (rb"""['"]nccl['"]""",)
+    triggers = (b"'nccl'", b'"nccl"')
     node_types = (ast.Call, ast.Constant)
     VALID = (
         "import torch.distributed as dist\ndist.init_process_group(dist.get_default_backend_for_device(d))\n",

@@ -36,7 +36,7 @@ class CompileDynamicShapes(PythonRule):
     fix_title = "Bucket inputs to fixed shapes and compile with dynamic=False"
     severity = Severity.OFF
     target_severity = {"neuron": Severity.ERROR, "xla": Severity.WARNING}
-    triggers = (rb"dynamic",)
+    triggers = (b"dynamic=True", b"dynamic = True", b"mark_dynamic")
     node_types = (ast.Call,)
     VALID = ("import torch\nm = torch.compile(model, dynamic=False)\n", "import torch\nm = torch.compile(model)\n")
     INVALID = (

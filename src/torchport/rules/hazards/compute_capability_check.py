@@ -34,7 +34,7 @@ class ComputeCapabilityCheck(PythonRule):
     message = "Compute-capability check raises off CUDA and misfires on ROCm"
     fix_title = "Test the feature you need instead of the compute capability"
     severity = Severity.ERROR
-    triggers = (rb"get_device_capability|get_device_properties",)
+    triggers = (b"get_device_capability", b"get_device_properties")
     node_types = (ast.Call, ast.Attribute)
     VALID = ("import torch\nok = torch.cuda.is_bf16_supported()\n",)
     INVALID = (

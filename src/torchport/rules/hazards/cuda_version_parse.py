@@ -32,7 +32,7 @@ class CudaVersionParse(AttributeRule):
     message = "torch.version.cuda is None off CUDA (ROCm and CPU included)"
     fix_title = "Test for features instead of parsing torch.version.cuda (and handle None)"
     severity = Severity.ERROR
-    triggers = (rb"version\.cuda",)
+    triggers = (b"version.cuda",)
     attributes = frozenset({"torch.version.cuda"})
     VALID = ("import torch\nv = torch.version.hip\n", "import torch\nv = torch.__version__\n")
     INVALID = (

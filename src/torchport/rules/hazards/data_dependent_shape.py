@@ -42,9 +42,10 @@ class DataDependentShape(PythonRule):
     severity = Severity.OFF
     target_severity = {"neuron": Severity.ERROR, "xla": Severity.WARNING}
     triggers = (
-        rb"nonzero|masked_select|unique|argwhere|where\(",
-        rb"\[[^\]\n]*(?:[<>]|==|!=|mask|keep|valid|selected)",
+        b"nonzero(", b"masked_select(", b"unique(", b"unique_consecutive(", b"argwhere(", b"where(",
+        b"mask]", b"keep]", b"valid]", b"selected]",
     )
+    trigger_patterns = (rb"\[[^\]\n]*(?:[<>]|==|!=)",)
     node_types = (ast.Call, ast.Subscript)
     VALID = (
         "import torch\ny = torch.where(mask, x, 0)\n",

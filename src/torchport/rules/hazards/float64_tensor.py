@@ -38,7 +38,7 @@ class Float64Tensor(PythonRule):
     fix_title = "Use float32, or keep the float64 computation on the CPU"
     severity = Severity.WARNING
     target_severity = {"neuron": Severity.ERROR, "mps": Severity.ERROR, "cpu": Severity.OFF}
-    triggers = (rb"float64|double|complex128",)
+    triggers = (b"float64", b".double", b"complex128", b"cdouble")
     node_types = (ast.Attribute, ast.Call)
     VALID = ("import torch\nx = torch.zeros(3, dtype=torch.float32)\n", "import numpy as np\nx = np.float64(1)\n")
     INVALID = (

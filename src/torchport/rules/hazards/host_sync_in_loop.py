@@ -43,7 +43,7 @@ class HostSyncInLoop(PythonRule):
     fix_title = "Accumulate on the device and read the value once after the loop"
     severity = Severity.INFO
     target_severity = {"xla": Severity.WARNING, "neuron": Severity.WARNING, "cpu": Severity.OFF}
-    triggers = (rb"\.(?:item|tolist|cpu|numpy)\(|print\(",)
+    triggers = (b".item(", b".tolist(", b".cpu(", b".numpy(", b"print(loss", b"print(logit", b"print(output", b"print(pred", b"print(grad", b"print(tensor")
     node_types = (ast.Call,)
     VALID = (
         "total = loss.item()\n",

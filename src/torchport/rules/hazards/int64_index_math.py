@@ -39,7 +39,7 @@ class Int64IndexMath(PythonRule):
     fix_title = "Keep index values within int32 range, or compute them on the CPU"
     severity = Severity.OFF
     target_severity = {"neuron": Severity.WARNING, "xla": Severity.INFO}
-    triggers = (rb"int64|\blong\b",)
+    triggers = (b"int64", b".long")
     node_types = (ast.Attribute, ast.Call)
     VALID = ("import torch\nx = torch.zeros(3, dtype=torch.int32)\n", "value = long_name\n")
     INVALID = ("import torch\nidx = torch.arange(n, dtype=torch.int64)\n", "ids = ids.long()\n")

@@ -29,7 +29,7 @@ class ApexImport(ImportRule):
     message = "NVIDIA apex is CUDA-only"
     fix_title = "Use torch.amp, fused torch.optim optimizers and torch.nn layers"
     severity = Severity.ERROR
-    triggers = (rb"apex",)
+    triggers = (b"apex",)
     packages = frozenset({"apex"})
     VALID = ("import torch\nopt = torch.optim.AdamW(p, fused=True)\n",)
     INVALID = ("from apex import amp\n", "from apex.optimizers import FusedAdam\n")

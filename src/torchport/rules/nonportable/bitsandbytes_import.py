@@ -29,7 +29,7 @@ class BitsandbytesImport(ImportRule):
     message = "bitsandbytes quantisation kernels target CUDA"
     fix_title = "Use torchao or the target's own quantisation"
     severity = Severity.ERROR
-    triggers = (rb"bitsandbytes",)
+    triggers = (b"bitsandbytes",)
     packages = frozenset({"bitsandbytes"})
     VALID = ("import torch\n",)
     INVALID = ("import bitsandbytes as bnb\n", "from bitsandbytes.optim import AdamW8bit\n")

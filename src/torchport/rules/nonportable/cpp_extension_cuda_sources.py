@@ -36,7 +36,7 @@ class CppExtensionCudaSources(PythonRule):
     message = "C++ extension built from CUDA sources"
     fix_title = "Provide a PyTorch (or torch.library per-device) implementation of the op"
     severity = Severity.ERROR
-    triggers = (rb"\.cuh?['\"]|cuda_sources",)
+    triggers = (b".cu'", b'.cu"', b".cuh'", b'.cuh"', b"cuda_sources")
     node_types = (ast.Call,)
     VALID = ("from torch.utils.cpp_extension import load\nops = load(name='ops', sources=['ops.cpp'])\n",)
     INVALID = (

@@ -30,7 +30,7 @@ class CudaExtensionSetup(CallRule):
     message = "CUDAExtension needs nvcc to install and an NVIDIA GPU to run"
     fix_title = "Make the CUDA extension optional and ship a PyTorch fallback"
     severity = Severity.ERROR
-    triggers = (rb"CUDAExtension",)
+    triggers = (b"CUDAExtension",)
     callees = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
     VALID = ("from torch.utils.cpp_extension import CppExtension\next = CppExtension('ops', ['ops.cpp'])\n",)
     INVALID = (

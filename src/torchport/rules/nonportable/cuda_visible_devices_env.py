@@ -34,7 +34,7 @@ class CudaVisibleDevicesEnv(PythonRule):
     message = "CUDA_VISIBLE_DEVICES is ignored by every other runtime"
     fix_title = "Select the device with torch.accelerator.set_device_index or the launcher"
     severity = Severity.WARNING
-    triggers = (rb"CUDA_VISIBLE_DEVICES",)
+    triggers = (b"CUDA_VISIBLE_DEVICES",)
     node_types = (ast.Constant,)
     VALID = ("import os\nrank = os.environ['LOCAL_RANK']\n",)
     INVALID = (

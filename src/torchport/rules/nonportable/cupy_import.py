@@ -29,7 +29,7 @@ class CupyImport(ImportRule):
     message = "CuPy / PyCUDA / NVML bindings need an NVIDIA driver"
     fix_title = "Use torch tensors / NumPy, and torch.accelerator for device queries"
     severity = Severity.ERROR
-    triggers = (rb"cupy|pycuda|pynvml|cuda\.bindings|cuda\.cudart",)
+    triggers = (b"cupy", b"pycuda", b"pynvml", b"from cuda", b"import cuda")
     packages = frozenset({"cupy", "pycuda", "pynvml", "cuda"})
     VALID = ("import numpy as np\n",)
     INVALID = ("import cupy as cp\n", "from pynvml import nvmlInit\n")

@@ -29,7 +29,7 @@ class FlashAttnImport(ImportRule):
     message = "flash-attn is a CUDA-only package"
     fix_title = "Use torch.nn.functional.scaled_dot_product_attention"
     severity = Severity.ERROR
-    triggers = (rb"flash_attn",)
+    triggers = (b"flash_attn",)
     packages = frozenset({"flash_attn"})
     VALID = ("import torch.nn.functional as F\no = F.scaled_dot_product_attention(q, k, v)\n",)
     INVALID = ("from flash_attn import flash_attn_func\n", "import flash_attn.bert_padding\n")

@@ -33,7 +33,7 @@ class NvidiaSmiCall(PythonRule):
     message = "nvidia-smi exists only with an NVIDIA driver"
     fix_title = "Query devices through torch.accelerator instead"
     severity = Severity.ERROR
-    triggers = (rb"nvidia-smi",)
+    triggers = (b"nvidia-smi",)
     node_types = (ast.Constant,)
     VALID = ("import torch\nn = torch.accelerator.device_count()\n",)
     INVALID = (

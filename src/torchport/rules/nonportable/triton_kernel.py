@@ -29,7 +29,7 @@ class TritonKernel(ImportRule):
     message = "Triton kernels compile for NVIDIA (and AMD) GPUs only"
     fix_title = "Replace the Triton kernel with PyTorch ops or a per-target kernel"
     severity = Severity.ERROR
-    triggers = (rb"triton",)
+    triggers = (b"triton",)
     packages = frozenset({"triton"})
     VALID = ("import torch\ny = torch.nn.functional.relu(x)\n",)
     INVALID = ("import triton\n", "import triton.language as tl\n")

@@ -29,7 +29,7 @@ class XformersImport(ImportRule):
     message = "xformers memory-efficient kernels are CUDA-only"
     fix_title = "Use torch.nn.functional.scaled_dot_product_attention"
     severity = Severity.ERROR
-    triggers = (rb"xformers",)
+    triggers = (b"xformers",)
     packages = frozenset({"xformers"})
     VALID = ("import torch.nn.functional as F\n",)
     INVALID = ("import xformers.ops as xops\n", "from xformers.ops import memory_efficient_attention\n")

@@ -38,7 +38,7 @@ class AllowTf32(AssignmentRule):
     fix_title = "Use torch.set_float32_matmul_precision('high')"
     severity = Severity.INFO
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"allow_tf32",)
+    triggers = (b"allow_tf32",)
     targets = frozenset({_MATMUL, "torch.backends.cudnn.allow_tf32"})
     VALID = ("import torch\ntorch.set_float32_matmul_precision('high')\n",)
     INVALID = (

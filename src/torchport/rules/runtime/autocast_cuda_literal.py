@@ -38,7 +38,7 @@ class AutocastCudaLiteral(PythonRule):
     fix_title = "Pass the resolved device type: torch.autocast(device.type, ...)"
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
-    triggers = (rb"autocast|GradScaler",)
+    triggers = (b"autocast", b"GradScaler")
     node_types = (ast.Call,)
     VALID = (
         "import torch\nwith torch.autocast(device.type):\n    pass\n",

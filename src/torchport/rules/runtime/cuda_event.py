@@ -30,7 +30,7 @@ class CudaEvent(CallRule):
     message = "torch.cuda.Event raises without CUDA"
     fix_title = "Use torch.Event(device, ...) or time.perf_counter()"
     severity = Severity.ERROR
-    triggers = (rb"Event",)
+    triggers = (b"Event(",)
     callees = frozenset({"torch.cuda.Event"})
     VALID = ("import torch\ne = torch.Event(device, enable_timing=True)\n", "import threading\ne = threading.Event()\n")
     INVALID = ("import torch\nstart = torch.cuda.Event(enable_timing=True)\n",)

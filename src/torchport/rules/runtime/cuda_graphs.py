@@ -32,7 +32,7 @@ class CudaGraphs(CallRule):
     message = "CUDA graphs have no counterpart on other devices"
     fix_title = "Use torch.compile(mode='reduce-overhead') or run eagerly"
     severity = Severity.ERROR
-    triggers = (rb"CUDAGraph|\bgraph\b|make_graphed_callables|graph_pool_handle",)
+    triggers = (b"CUDAGraph", b".graph(", b"make_graphed_callables", b"graph_pool_handle")
     callees = frozenset(
         {"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables", "torch.cuda.graph_pool_handle"}
     )

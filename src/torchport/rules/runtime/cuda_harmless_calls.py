@@ -33,7 +33,7 @@ class CudaHarmlessCalls(CallRule):
     message = "CUDA housekeeping call does nothing on other devices"
     fix_title = "Use torch.manual_seed / torch.accelerator.empty_cache() instead"
     severity = Severity.INFO
-    triggers = (rb"empty_cache|manual_seed|ipc_collect",)
+    triggers = (b"empty_cache", b"manual_seed", b"ipc_collect")
     callees = frozenset(
         {"torch.cuda.empty_cache", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.ipc_collect"}
     )

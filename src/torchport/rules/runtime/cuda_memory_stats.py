@@ -42,7 +42,7 @@ class CudaMemoryStats(CallRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.SAFE
-    triggers = (rb"memory_(?:allocated|reserved)|reset_peak_memory_stats",)
+    triggers = (b"memory_allocated", b"memory_reserved", b"reset_peak_memory_stats")
     callees = frozenset({*(f"torch.cuda.{name}" for name in _READERS), "torch.cuda.reset_peak_memory_stats"})
     VALID = ("import torch\npeak = torch.accelerator.max_memory_allocated()\n",)
     INVALID = (

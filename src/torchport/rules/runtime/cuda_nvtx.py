@@ -30,7 +30,7 @@ class CudaNvtx(CallRule):
     message = "torch.cuda.nvtx ranges raise without CUDA"
     fix_title = "Use torch.profiler.record_function(name)"
     severity = Severity.ERROR
-    triggers = (rb"nvtx|range_push|range_pop",)
+    triggers = (b"nvtx", b"range_push", b"range_pop")
     callees = frozenset({f"torch.cuda.nvtx.{name}" for name in ("range_push", "range_pop", "range", "mark")})
     VALID = ("import torch\nwith torch.profiler.record_function('fwd'):\n    pass\n",)
     INVALID = ("import torch\ntorch.cuda.nvtx.range_push('fwd')\n", "from torch.cuda import nvtx\nnvtx.range_pop()\n")

@@ -34,7 +34,7 @@ class CudaStream(CallRule):
     message = "CUDA stream API raises without CUDA"
     fix_title = "Use torch.Stream / torch.accelerator.current_stream(), with a CPU path"
     severity = Severity.ERROR
-    triggers = (rb"[Ss]tream",)
+    triggers = (b"Stream(", b"current_stream", b"default_stream", b".stream(")
     callees = frozenset(
         {"torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.stream"}
     )

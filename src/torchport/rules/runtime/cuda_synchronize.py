@@ -34,7 +34,7 @@ class CudaSynchronize(CallRule):
     fix_title = "Use torch.get_device_module().synchronize()"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    triggers = (rb"synchronize",)
+    triggers = (b"synchronize",)
     callees = frozenset({"torch.cuda.synchronize"})
     rename_to = {"torch.cuda.synchronize": "get_device_module().synchronize"}
     VALID = ("import torch\ntorch.get_device_module().synchronize()\n", "import torch\nstream.synchronize()\n")

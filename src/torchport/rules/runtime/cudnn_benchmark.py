@@ -31,7 +31,7 @@ class CudnnBenchmark(AssignmentRule):
     message = "torch.backends.cudnn.benchmark only tunes cuDNN"
     fix_title = "Keep for CUDA, and tune the target with its own means (torch.compile)"
     severity = Severity.INFO
-    triggers = (rb"\bbenchmark\b",)
+    triggers = (b"benchmark =", b"benchmark=")
     targets = frozenset({"torch.backends.cudnn.benchmark"})
     VALID = ("import torch\nbenchmark = True\n",)
     INVALID = ("import torch\ntorch.backends.cudnn.benchmark = True\n",)

@@ -36,7 +36,7 @@ class CudnnDeterministic(AssignmentRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"cudnn\.deterministic|\bdeterministic\b",)
+    triggers = (b"deterministic =", b"deterministic=")
     targets = frozenset({"torch.backends.cudnn.deterministic"})
     VALID = ("import torch\ntorch.use_deterministic_algorithms(True)\n",)
     INVALID = (

@@ -42,7 +42,7 @@ class DeprecatedCudaAmp(CallRule):
     fix_title = "Use torch.amp.autocast / torch.amp.GradScaler with a device type"
     severity = Severity.WARNING
     fix_safety = FixSafety.SAFE
-    triggers = (rb"autocast|GradScaler|custom_fwd|custom_bwd",)
+    triggers = (b"autocast", b"GradScaler", b"custom_fwd", b"custom_bwd")
     callees = frozenset({*_FIXABLE, "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd"})
     VALID = ("import torch\nwith torch.amp.autocast('cuda'):\n    pass\n",)
     INVALID = (

@@ -34,7 +34,7 @@ class FusedOptimizerGate(PythonRule):
     message = "Fused optimizer enabled only on CUDA"
     fix_title = "Enable fused=True where the target supports it (CPU does since 2.4)"
     severity = Severity.INFO
-    triggers = (rb"fused",)
+    triggers = (b"fused",)
     node_types = (ast.Call,)
     VALID = (
         "import torch\nopt = torch.optim.AdamW(params, fused=True)\n",

@@ -37,7 +37,7 @@ class IsCudaAttribute(PythonRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.INFO}
     fix_safety = FixSafety.UNSAFE
-    triggers = (rb"\.is_cuda\b",)
+    triggers = (b".is_cuda",)
     node_types = (ast.Attribute,)
     VALID = ("if x.device.type != 'cpu':\n    pass\n",)
     INVALID = (

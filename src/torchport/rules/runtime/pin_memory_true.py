@@ -35,7 +35,7 @@ class PinMemoryTrue(PythonRule):
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.WARNING}
     fix_safety = FixSafety.SAFE
-    triggers = (rb"pin_memory\s*=\s*True",)
+    triggers = (b"pin_memory=True", b"pin_memory = True")
     node_types = (ast.keyword,)
     VALID = (
         "import torch\nloader = DataLoader(ds, pin_memory=torch.accelerator.is_available())\n",

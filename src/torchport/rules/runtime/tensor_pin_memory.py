@@ -33,7 +33,7 @@ class TensorPinMemory(PythonRule):
     fix_title = "Pin only when torch.accelerator.is_available()"
     severity = Severity.WARNING
     target_severity = {"cpu": Severity.ERROR}
-    triggers = (rb"\.pin_memory\(",)
+    triggers = (b".pin_memory(",)
     node_types = (ast.Call,)
     VALID = ("loader = DataLoader(ds, pin_memory=flag)\n",)
     INVALID = ("batch = batch.pin_memory()\n",)

@@ -33,7 +33,7 @@ class TorchCompile(CallRule):
     fix_title = "Check the target's compile backend and shape requirements"
     severity = Severity.INFO
     target_severity = {"neuron": Severity.WARNING}
-    triggers = (rb"compile",)
+    triggers = (b"compile(",)
     callees = frozenset({"torch.compile"})
     VALID = ("import re\npattern = re.compile('x')\n",)
     INVALID = ("import torch\nmodel = torch.compile(model)\n",)

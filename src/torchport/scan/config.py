@@ -1,0 +1,99 @@
+"""`[tool.torchport]` in pyproject.toml: defaults that command-line flags override."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchport.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = ["ScanConfig", "load_config", "find_pyproject", "ALLOWED_KEYS"]
+
+#: Keys accepted in [tool.torchport], with what each holds.
+ALLOWED_KEYS = {
+    "select": "list of rule codes or prefixes to run",
+    "ignore": "list of rule codes or prefixes to skip",
+    "target": "neuron, xla, mps, xpu, npu, cpu or any",
+    "exclude": "list of glob patterns of paths not to scan",
+    "max-file-size": "largest source file to parse, in MB",
+}
+
+
+@dataclass
+class ScanConfig:
+    """Settings read from [tool.torchport]; empty when there is none."""
+
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    target: str | None = None
+    exclude: list[str] = field(default_factory=list)
+    max_file_size_mb: float | None = None
+    source: str | None = None
+
+
+def find_pyproject(start: str) -> Path | None:
+    """The nearest pyproject.toml with a [tool.torchport] table, from `start` upwards."""
+    directory = Path(start).resolve()
+    if directory.is_file():
+        directory = directory.parent
+    for candidate in (directory, *directory.parents):
+        path = candidate / "pyproject.toml"
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, UnicodeDecodeError):
+                continue
+            if "torchport" in data.get("tool", {}):
+                return path
+    return None
+
+
+def _string_list(value, key: str, path: Path) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise UsageError(
+        f"[tool.torchport] {key} in {path} is {value!r}; it must be a list of strings. "
+        f"Example: {key} = [\"TP1\"]"
+    )
+
+
+def load_config(explicit: str | None, start: str) -> ScanConfig:
+    """Read `explicit` (a pyproject.toml) or the nearest one above `start`."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise UsageError(f"Config file {explicit!r} does not exist. Pass the path of a pyproject.toml.")
+    else:
+        found = find_pyproject(start if os.path.exists(start) else ".")
+        if found is None:
+            return ScanConfig()
+        path = found
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise UsageError(f"Cannot read {str(path)!r}: {error}. Fix the TOML syntax.") from error
+    table = data.get("tool", {}).get("torchport", {})
+    unknown = sorted(set(table) - set(ALLOWED_KEYS))
+    if unknown:
+        allowed = ", ".join(f"{key} ({meaning})" for key, meaning in ALLOWED_KEYS.items())
+        raise UsageError(f"Unknown key(s) {unknown} in [tool.torchport] of {path}. Allowed: {allowed}.")
+    config = ScanConfig(source=str(path))
+    config.select = _string_list(table.get("select", []), "select", path)
+    config.ignore = _string_list(table.get("ignore", []), "ignore", path)
+    config.exclude = _string_list(table.get("exclude", []), "exclude", path)
+    if "target" in table:
+        config.target = str(table["target"])
+    if "max-file-size" in table:
+        value = table["max-file-size"]
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise UsageError(f"[tool.torchport] max-file-size in {path} is {value!r}; give a positive number of MB.")
+        config.max_file_size_mb = float(value)
+    return config
