@@ -123,3 +123,23 @@ def test_unknown_precision_and_device_index_are_usage_errors():
         parity_only(models.agreeing_model, "cpu", "cpu:fp8")
     with pytest.raises(UsageError, match="device index"):
         parity_only(models.agreeing_model, "cpu", "cpu:1")
+
+
+def test_in_place_activation_is_still_compared_correctly():
+    """ReLU(inplace=True) changes a recorded output later in the forward; the run detects and copies."""
+    def model_factory():
+        return torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(inplace=True), models.Perturbed(),
+                                   torch.nn.Linear(16, 4))
+
+    from torchport.compare.devices import parse_device
+    from torchport.compare.parity import _run_side
+
+    torch.manual_seed(0)
+    records, _ = _run_side(model_factory(), (torch.randn(8, 16),), parse_device("cpu"), "reference", False)
+    linear_output = next(record for record in records if record.key == "0").outputs[0][1]
+    assert (linear_output < 0).any()  # recorded before the in-place ReLU, not after
+    result = parity_only(model_factory, "cpu", "cpu:fp32")
+    linear = result.parity.node("0")
+    assert linear.passed and linear.metrics["within_0_1_percent"] == 1.0
+    assert result.parity.first_divergence == "2"
+    assert result.parity.node("1").passed

@@ -25,10 +25,20 @@ class Record:
 
 
 class _HostCopier:
-    """Copies tensors to the host once: a module's input is usually the previous module's output."""
+    """Copies tensors to the host once: a module's input is usually the previous module's output.
 
-    def __init__(self) -> None:
+    Host tensors are kept without a copy unless `clone_host` is set; `mutated()` then says whether
+    any of them changed in place later in the forward (the caller reruns with copies).
+    """
+
+    def __init__(self, clone_host: bool = True) -> None:
         self._seen: dict[tuple, Any] = {}
+        self.clone_host = clone_host
+        self._kept: list[tuple[Any, int]] = []
+
+    def mutated(self) -> bool:
+        """True when a tensor kept without a copy was modified in place after it was recorded."""
+        return any(tensor._version != version for tensor, version in self._kept)
 
     def copy(self, tensor):
         import torch
@@ -43,7 +53,13 @@ class _HostCopier:
                    tensor.device, tensor._version)
             if key in self._seen:
                 return self._seen[key][1]
-        host = tensor.detach().to("cpu", copy=True) if tensor.device.type != "cpu" else tensor.detach().clone()
+        if tensor.device.type != "cpu":
+            host = tensor.detach().to("cpu", copy=True)
+        elif self.clone_host:
+            host = tensor.detach().clone()
+        else:
+            host = tensor.detach()
+            self._kept.append((host, host._version))
         if key is not None:
             # Hold the source too, so its storage (and pointer) cannot be reused while cached.
             self._seen[key] = (tensor, host)
@@ -58,12 +74,13 @@ class _HostCopier:
 class Capture:
     """The records of one forward pass, in the order calls finished."""
 
-    def __init__(self, model, per_op: bool = False, record_inputs: bool = True) -> None:
+    def __init__(self, model, per_op: bool = False, record_inputs: bool = True, clone_host: bool = True) -> None:
         self.model = model
         self.per_op = per_op
         self.record_inputs = record_inputs
         self.records: list[Record] = []
-        self._copier = _HostCopier()
+        self._copier = _HostCopier(clone_host)
+        self.mutated = False
         self._calls: dict[str, int] = {}
         self._stack: list[tuple[str, list]] = []
         self._handles: list[Any] = []
@@ -102,6 +119,7 @@ class Capture:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self.mutated = self._copier.mutated()
         self._copier = _HostCopier()
 
     def by_key(self, kind: str) -> dict[str, Record]:
@@ -126,9 +144,12 @@ def _op_mode(recorder: Capture):
 
 
 @contextlib.contextmanager
-def capture(model, per_op: bool = False, record_inputs: bool = True) -> Iterator[Capture]:
-    """Hooks on every module of `model` (and a dispatch mode when `per_op`) while the block runs."""
-    recorder = Capture(model, per_op=per_op, record_inputs=record_inputs)
+def capture(model, per_op: bool = False, record_inputs: bool = True, clone_host: bool = True) -> Iterator[Capture]:
+    """Hooks on every module of `model` (and a dispatch mode when `per_op`) while the block runs.
+
+    With `clone_host=False` host tensors are recorded without a copy; check `mutated` afterwards.
+    """
+    recorder = Capture(model, per_op=per_op, record_inputs=record_inputs, clone_host=clone_host)
     recorder.install()
     try:
         if per_op:

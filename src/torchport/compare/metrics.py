@@ -30,6 +30,7 @@ __all__ = [
     "worst",
     "precision_rank",
     "judge",
+    "Workspace",
 ]
 
 
@@ -162,7 +163,29 @@ def flatten_tensors(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return items
 
 
-def tensor_metrics(reference, target, dtype_allowed: str | None = None) -> TensorMetrics:
+class Workspace:
+    """Reusable scratch buffers for `tensor_metrics`.
+
+    Large fresh tensors cost page faults on every allocation; one comparison run reuses a few
+    buffers sized to its largest tensor instead.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, Any], Any] = {}
+
+    def get(self, name: str, numel: int, dtype):
+        """A 1-D tensor of `numel` elements of `dtype` (contents undefined)."""
+        import torch
+
+        key = (name, dtype)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < numel:
+            buffer = torch.empty(numel, dtype=dtype)
+            self._buffers[key] = buffer
+        return buffer[:numel]
+
+
+def tensor_metrics(reference, target, dtype_allowed: str | None = None, workspace: Workspace | None = None) -> TensorMetrics:
     """The metrics for one pair of CPU tensors.
 
     `dtype_allowed` names a target dtype a precision policy explains (e.g. 'bfloat16' under a bf16
@@ -187,46 +210,74 @@ def tensor_metrics(reference, target, dtype_allowed: str | None = None) -> Tenso
         if reference.shape != target.shape:
             metrics.issues.append("complex on one side only")
             return metrics
-    expected = reference.detach().to(torch.float64).reshape(-1)
-    actual = target.detach().to(torch.float64).reshape(-1)
-    if expected.numel() == 0:
-        metrics.cosine, metrics.max_abs, metrics.max_rel, metrics.rmse, metrics.euclidean = 1.0, 0.0, 0.0, 0.0, 0.0
-        metrics.within_0_1_percent = metrics.within_0_5_percent = 1.0
-        metrics.reference_max_abs_value = 0.0
-        return metrics
-    nan_expected, nan_actual = torch.isnan(expected), torch.isnan(actual)
-    inf_expected, inf_actual = torch.isinf(expected), torch.isinf(actual)
-    metrics.nan_one_sided = int((nan_expected ^ nan_actual).sum())
-    metrics.inf_one_sided = int((inf_expected ^ inf_actual).sum())
-    if metrics.nan_one_sided:
-        metrics.issues.append(f"NaN on one side only in {metrics.nan_one_sided} elements")
-    if metrics.inf_one_sided:
-        metrics.issues.append(f"inf on one side only in {metrics.inf_one_sided} elements")
-    finite = torch.isfinite(expected) & torch.isfinite(actual)
-    if not bool(finite.all()):
-        expected, actual = expected[finite], actual[finite]
-    if expected.numel() == 0:
-        return metrics
-    difference = (actual - expected).abs_()
-    magnitude = expected.abs()
-    relative = difference / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
+    if reference.numel() == 0 or (reference.dtype == target.dtype and torch.equal(reference, target)):
+        return _identical(metrics, reference)
+    workspace = workspace or Workspace()
+    # float32 arithmetic for float32 and narrower (exact enough to judge them, half the memory
+    # traffic of float64); float64 when a side is float64 or not floating point.
+    narrow = all(tensor.is_floating_point() and tensor.dtype != torch.float64 for tensor in (reference, target))
+    work_dtype = torch.float32 if narrow else torch.float64
+    count = reference.numel()
+
+    def as_work(tensor, name):
+        flat = tensor.detach().reshape(-1)
+        if flat.dtype == work_dtype:
+            return flat
+        return workspace.get(name, count, work_dtype).copy_(flat)
+
+    expected, actual = as_work(reference, "expected"), as_work(target, "actual")
+    # Norms are finite exactly when every element is, so the NaN/inf masks run only when needed.
     norm_expected = float(torch.linalg.vector_norm(expected))
     norm_actual = float(torch.linalg.vector_norm(actual))
+    if not (math.isfinite(norm_expected) and math.isfinite(norm_actual)):
+        finite_expected, finite_actual = torch.isfinite(expected), torch.isfinite(actual)
+        metrics.nan_one_sided = int((torch.isnan(expected) ^ torch.isnan(actual)).sum())
+        metrics.inf_one_sided = int((torch.isinf(expected) ^ torch.isinf(actual)).sum())
+        if metrics.nan_one_sided:
+            metrics.issues.append(f"NaN on one side only in {metrics.nan_one_sided} elements")
+        if metrics.inf_one_sided:
+            metrics.issues.append(f"inf on one side only in {metrics.inf_one_sided} elements")
+        finite = finite_expected & finite_actual
+        expected, actual = expected[finite].to(torch.float64), actual[finite].to(torch.float64)
+        count = expected.numel()
+        if count == 0:
+            return metrics
+        norm_expected = float(torch.linalg.vector_norm(expected))
+        norm_actual = float(torch.linalg.vector_norm(actual))
+        work_dtype = torch.float64
+    difference = torch.sub(actual, expected, out=workspace.get("difference", count, work_dtype)).abs_()
+    metrics.euclidean = float(torch.linalg.vector_norm(difference))
+    metrics.rmse = metrics.euclidean / math.sqrt(count)
     if norm_expected == 0.0 and norm_actual == 0.0:
         metrics.cosine = 1.0
     elif norm_expected == 0.0 or norm_actual == 0.0:
         metrics.cosine = 0.0
     else:
-        metrics.cosine = float(torch.dot(expected, actual)) / (norm_expected * norm_actual)
-    metrics.euclidean = float(torch.linalg.vector_norm(difference))
-    metrics.rmse = metrics.euclidean / math.sqrt(difference.numel())
-    metrics.max_abs = float(difference.max())
-    # Where both sides are exactly zero the relative error is zero, not 0/0.
-    relative = torch.where(difference == 0, torch.zeros_like(relative), relative)
-    metrics.max_rel = float(relative.max())
-    metrics.within_0_1_percent = float((relative <= 1e-3).to(torch.float64).mean())
-    metrics.within_0_5_percent = float((relative <= 5e-3).to(torch.float64).mean())
-    metrics.reference_max_abs_value = float(magnitude.max())
+        # a.b = (|a|^2 + |b|^2 - |a-b|^2) / 2: the cosine from three norms, with no product tensor.
+        dot = (norm_expected ** 2 + norm_actual ** 2 - metrics.euclidean ** 2) / 2.0
+        metrics.cosine = max(-1.0, min(1.0, dot / (norm_expected * norm_actual)))
+    metrics.max_abs = float(difference.amax())
+    magnitude = torch.abs(expected, out=workspace.get("magnitude", count, work_dtype))
+    metrics.reference_max_abs_value = float(magnitude.amax())
+    # Relative error in place of the difference; where the difference is zero, 0 / tiny is 0.
+    relative = difference.div_(magnitude.clamp_min_(torch.finfo(work_dtype).tiny))
+    metrics.max_rel = float(relative.amax())
+    flags = workspace.get("flags", count, torch.bool)
+    metrics.within_0_1_percent = int(torch.count_nonzero(torch.le(relative, 1e-3, out=flags))) / count
+    metrics.within_0_5_percent = int(torch.count_nonzero(torch.le(relative, 5e-3, out=flags))) / count
+    return metrics
+
+
+def _identical(metrics: TensorMetrics, reference) -> TensorMetrics:
+    """Metrics of a pair that is bit-for-bit equal."""
+    import torch
+
+    metrics.cosine, metrics.max_abs, metrics.max_rel, metrics.rmse, metrics.euclidean = 1.0, 0.0, 0.0, 0.0, 0.0
+    metrics.within_0_1_percent = metrics.within_0_5_percent = 1.0
+    if reference.numel() == 0 or reference.dtype == torch.bool:
+        metrics.reference_max_abs_value = float(bool(reference.any())) if reference.numel() else 0.0
+    else:
+        metrics.reference_max_abs_value = float(reference.detach().abs().max())
     return metrics
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 
 from torchport.compare.capture import Record, capture
 from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
-from torchport.compare.metrics import Thresholds, judge, tensor_metrics, threshold_for, worst
+from torchport.compare.metrics import Thresholds, Workspace, judge, tensor_metrics, threshold_for, worst
 
 __all__ = ["NodeParity", "ParityResult", "run_parity", "call_model", "seeded"]
 
@@ -100,6 +100,8 @@ def _compare_tensors(
     dtype_allowed: str | None,
     policy_dtypes: list[str],
     table: Mapping[str, Thresholds],
+    cache: dict | None = None,
+    workspace: Workspace | None = None,
 ) -> tuple[str, Thresholds, list, list[str]]:
     reasons: list[str] = []
     target_by_path = dict(target)
@@ -118,7 +120,13 @@ def _compare_tensors(
     judged_as, limits = threshold_for(dtype_names, table)
     all_metrics = []
     for path, expected, actual in pairs:
-        metrics = tensor_metrics(expected, actual, dtype_allowed)
+        # A parent often returns its last child's tensor: the host copies are then the same objects.
+        key = (id(expected), id(actual))
+        metrics = cache.get(key) if cache is not None else None
+        if metrics is None:
+            metrics = tensor_metrics(expected, actual, dtype_allowed, workspace)
+            if cache is not None:
+                cache[key] = metrics
         all_metrics.append(metrics)
         label = f"{path}: " if path else ""
         reasons += [label + reason for reason in judge(metrics, limits)]
@@ -129,10 +137,15 @@ def _run_side(model, inputs: Any, spec: DeviceSpec, side_name: str, per_op: bool
     import torch
 
     device_inputs = move_to(inputs, spec.device, downcast_float64=spec.precision == "fp32")
-    with torch.no_grad(), side(side_name), capture(model, per_op=per_op) as recorder:
-        with precision_context(spec):
-            output = call_model(model, device_inputs)
-        spec.backend.synchronize()
+    # Record host tensors without copying them first; if the model changed one in place after it
+    # was recorded, run again with copies.
+    for clone_host in (False, True):
+        with torch.no_grad(), side(side_name), capture(model, per_op=per_op, clone_host=clone_host) as recorder:
+            with precision_context(spec):
+                output = call_model(model, device_inputs)
+            spec.backend.synchronize()
+        if not recorder.mutated:
+            break
     return recorder.records, output
 
 
@@ -163,12 +176,14 @@ def run_parity(
     target_records = {record.key: record for record in records["target"]}
     dtype_allowed = _allowed_dtype(target)
     nodes: list[NodeParity] = []
+    cache: dict = {}
+    workspace = Workspace()
     for record in records["reference"]:
         other = target_records.get(record.key)
         if other is None:
             continue
         judged_as, limits, all_metrics, reasons = _compare_tensors(
-            record.outputs, other.outputs, dtype_allowed, policy_dtypes, thresholds
+            record.outputs, other.outputs, dtype_allowed, policy_dtypes, thresholds, cache, workspace
         )
         nodes.append(
             NodeParity(
@@ -190,7 +205,8 @@ def run_parity(
             continue
         reference_inputs = reference_records[node.name].inputs
         target_inputs = target_records[node.name].inputs
-        *_, input_reasons = _compare_tensors(reference_inputs, target_inputs, dtype_allowed, policy_dtypes, thresholds)
+        *_, input_reasons = _compare_tensors(reference_inputs, target_inputs, dtype_allowed, policy_dtypes, thresholds,
+                                            cache, workspace)
         node.inputs_agree = not input_reasons
     unmatched = sorted(set(reference_records) ^ set(target_records))
     # Operator sequences may differ legitimately (autocast, fused kernels); modules may not.
