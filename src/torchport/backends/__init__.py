@@ -68,11 +68,13 @@ _broken_plugins: dict[str, str] = {}
 
 
 def all_backends() -> list[Backend]:
-    """Every registered backend: the priority order first, then the rest by name."""
+    """Every registered backend in the order `auto` tries them: PRIORITY's accelerators, then
+    other registered backends by name (third-party devices, emulators), then the host CPU."""
     _load()
-    ordered = [_registry[name] for name in PRIORITY if name in _registry]
+    host = PRIORITY[-1]
+    ordered = [_registry[name] for name in PRIORITY[:-1] if name in _registry]
     ordered += [backend for name, backend in sorted(_registry.items()) if name not in PRIORITY]
-    return ordered
+    return ordered + [_registry[host]]
 
 
 def names() -> list[str]:

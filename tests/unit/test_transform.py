@@ -1,0 +1,75 @@
+"""The import-time rewriter: which call sites it touches, and that line numbers survive."""
+
+import ast
+
+import torch
+
+from torchport import backends
+from torchport.retarget import runtime, transform
+from torchport.retarget.state import Retarget
+
+SOURCE = """\
+import torch
+model = build().cuda()
+x = torch.zeros(3, device=args.device)
+y = x.to(rank, non_blocking=True)
+state = torch.load(path, map_location="cuda:0")
+ddp = DDP(model, device_ids=[rank], output_device=rank)
+on_gpu = x.is_cuda
+loader = DataLoader(data, pin_memory=True, batch_size=4)
+z = x.to(torch.float16)
+w = f(dtype=torch.float32, devices=3)
+"""
+
+
+def _rewritten_helpers(source: str) -> dict[int, set[str]]:
+    tree, _ = transform.rewrite(ast.parse(source), "app.py")
+    found: dict[int, set[str]] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == transform.HELPER
+        ):
+            found.setdefault(node.lineno, set()).add(node.func.attr)
+    return found
+
+
+def test_each_device_carrying_site_is_rewritten_on_its_own_line():
+    found = _rewritten_helpers(SOURCE)
+    assert found[2] == {"cuda"}
+    assert found[3] == {"device"}
+    assert found[4] == {"to"}
+    assert found[5] == {"map_location"}
+    assert found[6] == {"device_ids", "output_device"}
+    assert found[7] == {"is_cuda"}
+    assert found[8] == {"pin_flag"}
+    assert found[9] == {"to"}  # a dtype passes through the helper untouched at run time
+    assert 10 not in found and 1 not in found
+
+
+def test_runtime_maps_only_what_means_cuda():
+    runtime.bind(Retarget(backend=backends.get("cpu"), precision="keep"))
+    try:
+        site = runtime.register_site("app.py", 1, "test")
+        assert runtime.map_device("cuda", site) == "cpu"
+        assert runtime.map_device("cuda:1", site) == "cpu"
+        assert runtime.map_device("meta", site) == "meta"
+        assert runtime.map_device(torch.device("cuda", 3), site) == torch.device("cpu")
+        assert runtime.map_device(0, site) == torch.device("cpu")
+        assert runtime.map_device(torch.float16, site) is torch.float16
+        assert runtime.device_ids(site, [0, 1]) is None  # DDP on the CPU wants None
+        assert runtime.to(site, torch.ones(2), "cuda").device.type == "cpu"
+        assert runtime.to(site, torch.ones(2), torch.float16).dtype == torch.float16
+        mapped = runtime.map_location(site, {"cuda:0": "cuda:1"})
+        assert mapped == {"cuda:0": "cpu"}
+    finally:
+        runtime.bind(None)
+
+
+def test_rewritten_code_compiles_with_the_original_line_numbers():
+    code = transform.compile_source("a = 1\n\nb = x.cuda()\n", "app.py")
+    lines = {instruction.positions.lineno for instruction in __import__("dis").get_instructions(code)
+             if instruction.positions and instruction.positions.lineno}
+    assert 3 in lines and max(lines) == 3
