@@ -164,7 +164,9 @@ class Census:
 
         previous = device.get_recorder()
         device.reset_peak_memory_stats()
-        handle = torch.optim.optimizer.register_optimizer_step_post_hook(self.record_step)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        handle = register_optimizer_step_post_hook(self.record_step)
         device.set_recorder(self)
         try:
             yield self

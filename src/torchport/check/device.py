@@ -364,7 +364,8 @@ def _copy(op, args, kwargs):
         source_host = source
         if recorder is not None:
             recorder.record_transfer(source.nbytes if isinstance(source, torch.Tensor) else 0)
-    if recorder is not None:
+    if recorder is not None and _is_device(source) and _is_device(destination):
+        # Transfers are not compiled; only device-to-device copies belong to a graph.
         recorder.record_op(_op_info(op), [destination_host, source_host], {})
     if destination_host.dtype in _state.refused and _is_device(destination):
         _check_dtype(destination_host.dtype, "aten::copy_")

@@ -1,0 +1,193 @@
+"""`check_model` and `check_script`: run a workload on an emulated target and build the preflight report.
+
+    from torchport.check import check_model
+    report = check_model(model, [batch_a, batch_b], target="neuron")
+    print(report.text())
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any, Callable, Iterable
+
+import torch
+
+from torchport.check import device
+from torchport.check.bucketing import suggest_buckets
+from torchport.check.census import Census
+from torchport.check.report import Report, build_report
+from torchport.errors import UsageError
+
+__all__ = ["check_model", "check_script"]
+
+
+def _move(value, target_device):
+    if isinstance(value, torch.Tensor):
+        return value.to(target_device)
+    if isinstance(value, dict):
+        return {key: _move(item, target_device) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_move(item, target_device) for item in value)
+    return value
+
+
+def _call(model, sample):
+    if isinstance(sample, dict):
+        return model(**sample)
+    if isinstance(sample, (list, tuple)):
+        return model(*sample)
+    return model(sample)
+
+
+def _outputs(result) -> list[torch.Tensor]:
+    """The floating-point tensors of a model's result (logits, loss, ...), on the host."""
+    if isinstance(result, torch.Tensor):
+        return [result.detach().to("cpu")] if result.is_floating_point() else []
+    if isinstance(result, dict) or hasattr(result, "items"):
+        return [tensor for value in result.values() for tensor in _outputs(value)]
+    if isinstance(result, (list, tuple)):
+        return [tensor for value in result for tensor in _outputs(value)]
+    return []
+
+
+def _run(model, samples, loss_function, census: Census | None):
+    target = torch.device(device.DEVICE_TYPE)
+    model = model.to(target)
+    outputs = []
+    context = census.recording() if census is not None else _null()
+    with context:
+        for sample in samples:
+            result = _call(model, _move(sample, target))
+            if loss_function is not None:
+                loss = loss_function(result, _move(sample, target))
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+                result = loss
+            outputs.append(_outputs(result))
+            if census is not None:
+                census.end_step()
+    return outputs
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _numeric_effect(with_downcast, without_downcast) -> dict:
+    max_abs = 0.0
+    max_rel = 0.0
+    for sample_with, sample_without in zip(with_downcast, without_downcast):
+        for value_with, value_without in zip(sample_with, sample_without):
+            difference = (value_with.double() - value_without.double()).abs()
+            if difference.numel() == 0:
+                continue
+            max_abs = max(max_abs, difference.max().item())
+            scale = value_without.double().abs().clamp_min(1e-12)
+            max_rel = max(max_rel, (difference / scale).max().item())
+    return {"max_abs_error": max_abs, "max_rel_error": max_rel}
+
+
+def _pad(sample, dimension_sizes: dict[tuple, int], pad_value: float):
+    """`sample` with each varying dimension padded up to its bucket."""
+
+    def pad_tensor(path, tensor):
+        for (tensor_path, dimension), size in dimension_sizes.items():
+            if tensor_path != path:
+                continue
+            missing = size - tensor.shape[dimension]
+            if missing > 0:
+                shape = list(tensor.shape)
+                shape[dimension] = missing
+                filler = torch.full(shape, pad_value, dtype=tensor.dtype)
+                tensor = torch.cat([tensor, filler], dim=dimension)
+        return tensor
+
+    return _map_tensors(sample, pad_tensor)
+
+
+def _map_tensors(value, function, path=()):
+    if isinstance(value, torch.Tensor):
+        return function(path, value)
+    if isinstance(value, dict):
+        return {key: _map_tensors(item, function, (*path, key)) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(item, function, (*path, index)) for index, item in enumerate(value))
+    return value
+
+
+def _shapes(sample) -> dict[tuple, tuple]:
+    shapes: dict[tuple, tuple] = {}
+    _map_tensors(sample, lambda path, tensor: shapes.__setitem__(path, tuple(tensor.shape)) or tensor)
+    return shapes
+
+
+def check_model(
+    model: torch.nn.Module,
+    samples: Iterable[Any],
+    target: str = "neuron",
+    loss_function: Callable | None = None,
+    pad_value: float = 0,
+) -> Report:
+    """Run `model` on each sample on the emulated `target` and return the preflight report.
+
+    `samples` are model inputs (a tensor, a tuple of positional tensors, or a dict of keyword
+    tensors); give several to see shape dynamism. With `loss_function(result, sample) -> loss`
+    each sample also runs a backward pass. The model is copied; the original is not touched.
+    """
+    samples = list(samples)
+    if not samples:
+        raise UsageError("check_model got no samples. Pass a list of model inputs, e.g. [input_ids_batch].")
+    profile = device.activate(target)
+    census = Census(profile)
+    previous = device.downcast_enabled()
+    try:
+        device.set_downcast_enabled(True)
+        with_downcast = _run(copy.deepcopy(model), samples, loss_function, census)
+        numeric = None
+        suggestion = None
+        if census.downcasts:
+            device.set_downcast_enabled(False)
+            without_downcast = _run(copy.deepcopy(model), samples, loss_function, None)
+            numeric = _numeric_effect(with_downcast, without_downcast)
+        device.set_downcast_enabled(previous)
+        shapes = [_shapes(sample) for sample in samples]
+        suggestion = suggest_buckets(shapes)
+        if suggestion is not None:
+            padded = []
+            for sample, shape in zip(samples, shapes):
+                sizes = {key: suggestion.bucket_of(key, shape[key[0]][key[1]]) for key in suggestion.dimensions}
+                padded.append(_pad(sample, sizes, pad_value))
+            bucketed = Census(profile)
+            _run(copy.deepcopy(model), padded, loss_function, bucketed)
+            suggestion.verified_graphs = bucketed.graph_count()
+    finally:
+        device.set_downcast_enabled(previous)
+    return build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)
+
+
+def check_script(script: str, arguments: list[str], target: str = "neuron") -> Report:
+    """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report."""
+    import os
+
+    from torchport.retarget.api import activate
+    from torchport.retarget.runner import run_script
+
+    profile = device.activate(target)
+    census = Census(profile)
+    retarget = activate(profile.emulated_name, scope=[os.path.dirname(os.path.abspath(script))], precision="keep")
+    saved_argv = list(sys.argv)
+    saved_path = list(sys.path)
+    try:
+        with census.recording():
+            exit_code = run_script(script, list(arguments), retarget)
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+    report = build_report(census, numeric_effect=None, buckets=None, workload=script)
+    report.data["script_exit_code"] = exit_code
+    return report

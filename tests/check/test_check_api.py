@@ -1,0 +1,84 @@
+"""check_model: compilations predicted per distinct shape, buckets that cut them as stated, fp64 measured."""
+
+import json
+
+import torch
+from torch import nn
+
+from torchport.check import check_model
+
+
+class TinyEncoder(nn.Module):
+    """Embedding + GRU-free mixer: every op sees the sequence length."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(32, 16)
+        self.mix = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, tokens):
+        hidden = torch.tanh(self.mix(self.embedding(tokens)))
+        return self.head(hidden.mean(dim=1))
+
+
+def variable_length_samples():
+    generator = torch.Generator().manual_seed(0)
+    lengths = [5, 7, 9, 12, 13, 17, 20, 31, 33, 40]
+    return [torch.randint(1, 32, (2, length), generator=generator) for length in lengths]
+
+
+def test_variable_lengths_compile_once_per_shape_and_buckets_cut_it_as_stated(target):
+    torch.manual_seed(0)
+    samples = variable_length_samples()
+    report = check_model(TinyEncoder(), samples, target="neuron")
+    shapes = report.data["shapes"]
+    assert shapes["static_shapes_required"]
+    assert shapes["predicted_compilations"] == len(samples)  # one per distinct length
+    bucketing = shapes["bucketing"]
+    assert bucketing["dimensions"][0]["dimension"] == 1
+    assert bucketing["dimensions"][0]["buckets"] == [8, 16, 32, 40]
+    assert bucketing["distinct_shapes_before"] == 10 and bucketing["distinct_shapes_after"] == 4
+    # Re-running padded to the buckets compiles exactly as many graphs as stated.
+    assert bucketing["verified_compilations_after"] == 4
+    assert any("compilations" in fix["problem"] for fix in report.data["fixes"])
+
+
+def test_fp64_model_is_flagged_with_its_measured_error(target):
+    torch.manual_seed(0)
+    model = TinyEncoder().double()
+    samples = [torch.randint(1, 32, (2, 8))]
+    report = check_model(model, samples, target="neuron")
+    hazards = report.data["dtypes"]["downcasts"]
+    assert any(hazard["from"] == "float64" and hazard["to"] == "float32" and hazard["changed"] for hazard in hazards)
+    effect = report.data["dtypes"]["numeric_effect"]
+    assert 1e-12 < effect["max_abs_error"] < 1e-3 and effect["max_rel_error"] > 0
+    assert any("float64 is computed as float32" in fix["problem"] for fix in report.data["fixes"])
+    clean = check_model(TinyEncoder(), samples, target="cuda")
+    assert clean.data["dtypes"]["downcasts"] == [] and clean.data["dtypes"]["numeric_effect"] is None
+
+
+def test_report_renders_text_json_and_self_contained_html(target, tmp_path):
+    torch.manual_seed(0)
+    report = check_model(TinyEncoder(), variable_length_samples()[:3], target="neuron",
+                         loss_function=lambda result, tokens: result.sum())
+    text = report.text()
+    assert "predicted compilations" in text and "verdict" in text
+    data = json.loads(report.json())
+    assert data["ops"] and data["memory"]["peak_bytes"] > 0 and data["memory"]["target_bytes"] == 96 * 2**30
+    page = report.html()
+    assert page.startswith("<!doctype html>") and "http" not in page.split("<body>")[1]
+    report.write(str(tmp_path / "report.html"), "html")
+    assert (tmp_path / "report.html").read_text() == page
+
+
+def test_unsupported_op_blocks_the_verdict_with_a_call_site(target):
+    class UsesNonzero(nn.Module):
+        def forward(self, values):
+            return values[values.nonzero(as_tuple=True)].sum()
+
+    report = check_model(UsesNonzero(), [torch.tensor([0.0, 1.0, 2.0])], target="neuron")
+    assert report.verdict.startswith("blocked") and "aten::nonzero" in report.verdict
+    nonzero = next(op for op in report.data["ops"] if op["name"] == "aten::nonzero")
+    assert nonzero["status"] == "unsupported" and any("test_check_api.py" in site for site in nonzero["sites"])
+    assert report.data["host_syncs"]["total"] >= 1

@@ -1,0 +1,41 @@
+"""`torchport check`: runs a CUDA-written script on the emulated target and reports; bad input is one line."""
+
+import json
+import subprocess
+import sys
+
+SCRIPT = """
+import torch
+from torch import nn
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(device)
+for step in range(3):
+    x = torch.randn(4 + step, 8, device=device)
+    print(step, model(x).sum().item())
+"""
+
+
+def run_cli(*arguments):
+    return subprocess.run([sys.executable, "-m", "torchport", "check", *arguments],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_check_runs_the_script_on_the_target_and_reports_json(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    result = run_cli("--target", "trainium", "--output-format", "json", "--output", str(tmp_path / "r.json"), str(script))
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["target"]["name"] == "neuron"
+    assert report["shapes"]["predicted_compilations"] >= 3  # three batch sizes
+    assert report["host_syncs"]["total"] == 3
+    assert any("train.py:8" in site["site"] for site in report["host_syncs"]["sites"])
+
+
+def test_bad_target_and_missing_script_are_one_line_errors(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    result = run_cli("--target", "tpuu", str(script))
+    assert result.returncode == 2 and "Unknown target 'tpuu'" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("--target", "neuron", str(tmp_path / "missing.py"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
