@@ -70,7 +70,7 @@ def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bo
     recorder = Recorder(target=backend.name, precision=precision)
     retarget = state.Retarget(
         backend=backend, precision=precision, strict=strict,
-        scope=[os.path.abspath(path) for path in scope], recorder=recorder,
+        scope=[os.path.abspath(path) for path in scope], recorder=recorder, report_path=report,
     )
     state.set_current(retarget)
     runtime.bind(retarget)
@@ -81,7 +81,6 @@ def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bo
     RetargetLoader.builtins_namespace = proxy.build_builtins(facades)
     RetargetLoader.helper = runtime
     sys.meta_path.insert(0, RetargetFinder(retarget.scope))
-    retarget.report_path = report
     return retarget
 
 
@@ -94,9 +93,9 @@ def deactivate() -> None:
 
 def finish(retarget: state.Retarget) -> None:
     """Write the report (if asked) and print the summary once."""
-    if getattr(retarget, "_finished", False):
+    if retarget.finished:
         return
-    retarget._finished = True
+    retarget.finished = True
     if retarget.report_path:
         retarget.recorder.write(retarget.report_path)
     retarget.recorder.print_summary()

@@ -57,7 +57,7 @@ def map_device(value, site: int | None = None):
     value_type = value.__class__
     if value_type is str:
         mapped = _rt.map_string(value)
-        if mapped is not value and mapped != value and site is not None:
+        if site is not None and mapped != value:
             _hit(site)
         return mapped
     if value_type is _device_type:

@@ -30,6 +30,8 @@ class Retarget:
     strict: bool = False
     scope: list[str] = field(default_factory=list)
     recorder: Recorder = field(default_factory=Recorder)
+    report_path: str | None = None
+    finished: bool = False
 
     def __post_init__(self) -> None:
         self.type = self.backend.device_type
