@@ -15,6 +15,7 @@ __all__ = [
     "StrictModeError",
     "ProfileError",
     "EmulatedDeviceError",
+    "DeviceSetupError",
 ]
 
 
@@ -93,3 +94,7 @@ class ProfileError(UsageError):
 
 class EmulatedDeviceError(TorchportError, RuntimeError):
     """The emulated target refused an operation the real target would refuse."""
+
+
+class DeviceSetupError(TorchportError):
+    """A device that came up too late, or in a state, that the work asked of it cannot use."""

@@ -153,8 +153,10 @@ def compare(
     if inputs_factory is None and training_step is None:
         raise UsageError("compare needs inputs: pass inputs_factory (a batch size -> inputs function, or a sample).")
     table = merge_thresholds(thresholds)
+    # Fail early, naming the backends usable here; and bring both devices up before anything runs:
+    # autograd sizes its per-device queues at the first backward of the process.
     for spec in (reference_spec, target_spec):
-        spec.backend  # fails early, naming the backends usable here
+        spec.device
     model = _build_model(model_factory, seed)
     inputs_for, sizable = inputs_sizer(inputs_factory, seed) if inputs_factory is not None else (None, False)
     sizes = list(batch_sizes or ([1, 4] if sizable else [None]))

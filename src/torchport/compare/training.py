@@ -10,9 +10,15 @@ from typing import Any, Callable, Mapping
 
 from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
 from torchport.compare.metrics import precision_rank
+from torchport.errors import DeviceSetupError
 
-__all__ = ["TrainingTolerance", "DEFAULT_TRAINING_TOLERANCE", "TrainingResult", "run_training", "default_optimizer"]
-
+__all__ = [
+    "TrainingTolerance",
+    "DEFAULT_TRAINING_TOLERANCE",
+    "TrainingResult",
+    "run_training",
+    "default_optimizer",
+]
 
 @dataclass(frozen=True)
 class TrainingTolerance:
@@ -101,7 +107,17 @@ def _train_side(model, spec: DeviceSpec, side_name: str, batches: list, training
         with side(side_name):
             with precision_context(spec):
                 loss = training_step(model, device_batch)
-            loss.backward()
+            try:
+                loss.backward()
+            except RuntimeError as error:
+                if "device_ready_queues_" not in str(error):
+                    raise
+                raise DeviceSetupError(
+                    f"Backward on {spec.label!r} failed: its device was registered after this process ran its "
+                    "first backward, and autograd sizes its device queues only once. Run the comparison in a "
+                    f"fresh process, or call torchport.backends.resolve({spec.backend_name!r}).device() before "
+                    "any training."
+                ) from error
         norms.append(_grad_norm(model))
         optimizer.step()
         losses.append(float(loss.detach().to("cpu", torch.float64)))
