@@ -40,6 +40,9 @@ class EmulatedBackend(Backend):
     auto_selectable = False
     supports_pinned_memory = False
     supports_grad_scaler = True
+    # The emulator computes synchronously on the host: no device events or streams to hand out.
+    native_events = False
+    native_streams = False
     dist_backend = "gloo"
 
     @property
