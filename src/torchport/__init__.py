@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "use", "TorchportError"]
+__all__ = ["__version__", "use", "compare", "TorchportError"]
 
 from torchport.errors import TorchportError
 
@@ -19,4 +19,9 @@ def __getattr__(name: str):
         from torchport.retarget.api import use
 
         return use
+    if name == "compare":
+        # The package itself is callable: torchport.compare(model_factory, inputs_factory, ...).
+        import importlib
+
+        return importlib.import_module("torchport.compare")
     raise AttributeError(f"module 'torchport' has no attribute {name!r}")
