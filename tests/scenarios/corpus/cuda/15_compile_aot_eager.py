@@ -1,5 +1,5 @@
-"""torch.compile(backend='aot_eager') on a function and a module; random ops inside the graph."""
-# corpus: plain=fails
+"""I2 + torch.compile(backend="aot_eager") on a function and a module; random ops (dropout) inside the graph."""
+# corpus: plain=runs
 import json
 
 import torch
