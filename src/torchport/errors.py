@@ -71,8 +71,7 @@ class UnsupportedCudaFeature(TorchportError, NotImplementedError):
         self.site = site
         self.alternative = alternative
         super().__init__(
-            f"{feature} at {site} is CUDA-only and cannot run on {target!r}. "
-            f"Use instead: {alternative}"
+            f"{feature} at {site} is CUDA-only and cannot run on {target!r}. {alternative}."
         )
 
 

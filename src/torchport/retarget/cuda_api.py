@@ -406,13 +406,13 @@ def _build_nvtx() -> types.ModuleType:
 
 # -- what cannot be redirected ---------------------------------------------------------------
 _UNSUPPORTED = {
-    "CUDAGraph": "torch.compile(model, mode='reduce-overhead') (uses the target's graph capture, if any)",
-    "graph": "torch.compile(model, mode='reduce-overhead')",
-    "graphs": "torch.compile(model, mode='reduce-overhead')",
-    "make_graphed_callables": "torch.compile(model)",
-    "jiterator": "a torch.compile'd Python function",
-    "ipc_collect": "nothing: CUDA IPC has no equivalent off CUDA",
-    "comm": "torch.distributed collectives",
+    "CUDAGraph": "Use torch.compile(model, mode='reduce-overhead'), which uses the target's graph capture if any",
+    "graph": "Use torch.compile(model, mode='reduce-overhead')",
+    "graphs": "Use torch.compile(model, mode='reduce-overhead')",
+    "make_graphed_callables": "Use torch.compile(model)",
+    "jiterator": "Use a torch.compile'd Python function",
+    "ipc_collect": "Remove the call: CUDA IPC has no equivalent off CUDA",
+    "comm": "Use torch.distributed collectives",
 }
 
 
@@ -448,7 +448,7 @@ class _CudaModule(types.ModuleType):
             retarget = _rt()
             if retarget is not None:
                 retarget.unsupported(
-                    f"torch.cuda.{name}", "a torch.accelerator or torch.get_device_module() call",
+                    f"torch.cuda.{name}", "Use torch.accelerator or torch.get_device_module()",
                     raise_error=False,
                 )
         return value

@@ -14,7 +14,7 @@ import types
 import torch
 
 from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state
-from torchport.retarget.unsupported import CUDA_ONLY_PACKAGES, CudaOnlyImportError
+from torchport.retarget.unsupported import CudaOnlyImportError, cuda_only_packages
 
 __all__ = ["Facades", "build_builtins"]
 
@@ -168,9 +168,9 @@ class Facades:
             module = _real_import(name, globals, locals, fromlist, level)
         except ImportError as error:
             top = name.partition(".")[0]
-            if level == 0 and top in CUDA_ONLY_PACKAGES:
+            if level == 0 and top in cuda_only_packages():
                 retarget = state.current()
-                alternative = CUDA_ONLY_PACKAGES[top]
+                alternative = cuda_only_packages()[top]
                 retarget.unsupported(f"import {name}", alternative, raise_error=False)
                 raise CudaOnlyImportError(top, retarget.backend.name, alternative) from error
             raise
@@ -181,10 +181,10 @@ class Facades:
                 return self.by_real.get(id(module), module)
             return self.torch
         top = name.partition(".")[0]
-        if top in CUDA_ONLY_PACKAGES:
+        if top in cuda_only_packages():
             retarget = state.current()
             if retarget.type != "cuda":
-                retarget.unsupported(f"import {name}", CUDA_ONLY_PACKAGES[top], raise_error=False)
+                retarget.unsupported(f"import {name}", cuda_only_packages()[top], raise_error=False)
         return module
 
 

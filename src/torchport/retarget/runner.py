@@ -24,10 +24,23 @@ _TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _print_exception(error: BaseException) -> None:
-    """Print `error` as Python would, without torchport's frames at the top of its traceback."""
+    """Print `error` as Python would, without torchport's frames in its traceback.
+
+    The program's own frames stay, so an error raised by a facade (an unsupported CUDA feature,
+    --strict) ends at the program's line. TORCHPORT_DEBUG=1 keeps every frame.
+    """
     traceback = error.__traceback__
-    while traceback is not None and traceback.tb_frame.f_code.co_filename.startswith(_TORCHPORT_ROOT):
-        traceback = traceback.tb_next
+    if not os.environ.get("TORCHPORT_DEBUG"):
+        kept = []
+        while traceback is not None:
+            if not traceback.tb_frame.f_code.co_filename.startswith(_TORCHPORT_ROOT):
+                kept.append(traceback)
+            traceback = traceback.tb_next
+        for earlier, later in zip(kept, kept[1:]):
+            earlier.tb_next = later
+        if kept:
+            kept[-1].tb_next = None
+        traceback = kept[0] if kept else None
     error.__traceback__ = traceback
     sys.excepthook(type(error), error, traceback)
 

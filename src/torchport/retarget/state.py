@@ -85,7 +85,7 @@ class Retarget:
     def unsupported(self, api: str, alternative: str, site: Site | None = None, raise_error: bool = True):
         """A CUDA-only feature: recorded, then a clear error naming the call site."""
         site = site or caller_site(api)
-        self.recorder.add(UNSUPPORTED, site, f"use instead: {alternative}")
+        self.recorder.add(UNSUPPORTED, site, alternative)
         error = UnsupportedCudaFeature(api, site.location(), self.backend.name, alternative)
         if raise_error or self.strict:
             raise error

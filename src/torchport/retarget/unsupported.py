@@ -1,21 +1,28 @@
-"""CUDA-only packages no runtime can redirect, and the device-neutral path to take instead."""
+"""CUDA-only packages no runtime can redirect, and the device-neutral path to take instead.
+
+The table is the static catalogue's: every import rule (rules/nonportable/*_import.py) names its
+packages and, in `fix_title`, what to use instead. One source for scan, fix and run.
+"""
 
 from __future__ import annotations
 
-__all__ = ["CUDA_ONLY_PACKAGES", "CudaOnlyImportError"]
+import functools
 
-#: top-level package -> what to use instead.
-CUDA_ONLY_PACKAGES: dict[str, str] = {
-    "triton": "torch.compile (Inductor generates kernels for the target) or plain PyTorch ops",
-    "flash_attn": "torch.nn.functional.scaled_dot_product_attention",
-    "xformers": "torch.nn.functional.scaled_dot_product_attention",
-    "apex": "torch.amp for mixed precision and torch.optim's fused=True optimizers",
-    "bitsandbytes": "torch.ao quantization, or the target vendor's quantization toolkit",
-    "cupy": "torch tensors (torch.from_dlpack to interoperate) or numpy on the CPU",
-    "pycuda": "torch tensors and torch.compile",
-    "nvidia": "the target's own runtime libraries",
-    "tensorrt": "torch.compile or the target vendor's inference compiler",
-}
+__all__ = ["cuda_only_packages", "CudaOnlyImportError"]
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_only_packages() -> dict[str, str]:
+    """Top-level package name -> what to use instead (an imperative sentence)."""
+    from torchport.rules import all_rules
+    from torchport.rules.patterns import ImportRule
+
+    table: dict[str, str] = {}
+    for rule in all_rules():
+        if issubclass(rule, ImportRule):
+            for package in rule.packages:
+                table[package] = rule.fix_title
+    return table
 
 
 class CudaOnlyImportError(ImportError):
@@ -24,6 +31,6 @@ class CudaOnlyImportError(ImportError):
     def __init__(self, package: str, target: str, alternative: str):
         super().__init__(
             f"{package} is CUDA-only and is not installed for {target!r}; torchport cannot redirect it. "
-            f"Use instead: {alternative}",
+            f"{alternative}.",
             name=package,
         )
