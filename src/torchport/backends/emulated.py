@@ -43,7 +43,9 @@ class EmulatedBackend(Backend):
     # The emulator computes synchronously on the host: no device events or streams to hand out.
     native_events = False
     native_streams = False
-    dist_backend = "gloo"
+    # gloo registered for the CPU and the emulated device (torchport/check/distributed.py); the
+    # emulated device's collective kernels hand gloo CPU views of the device bytes.
+    dist_backend = "emulated"
 
     @property
     def device_type(self) -> str:  # type: ignore[override]

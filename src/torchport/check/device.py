@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any
 
 import torch
@@ -80,12 +81,14 @@ _state = _State()
 class _Block:
     """The CPU bytes behind one device storage; its lifetime is the device allocation's lifetime."""
 
-    __slots__ = ("storage", "nbytes", "views", "__weakref__")
+    __slots__ = ("storage", "nbytes", "views", "pointer", "__weakref__")
 
     def __init__(self, storage: torch.UntypedStorage, nbytes: int) -> None:
         self.storage = storage
         self.nbytes = nbytes
         self.views: dict[torch.dtype, torch.Tensor] = {}
+        self.pointer = storage.data_ptr()
+        _blocks_by_pointer[self.pointer] = weakref.ref(self)
         state = _state
         state.allocated += nbytes
         state.allocations += 1
@@ -96,18 +99,39 @@ class _Block:
         _state.allocated += nbytes - self.nbytes
         self.nbytes = nbytes
         self.views.clear()
+        self._forget_pointer()
+        self.pointer = self.storage.data_ptr()
+        _blocks_by_pointer[self.pointer] = weakref.ref(self)
         if _state.allocated > _state.peak:
             _state.peak = _state.allocated
+
+    def _forget_pointer(self) -> None:
+        entry = _blocks_by_pointer.get(self.pointer)
+        if entry is not None and entry() in (None, self):
+            del _blocks_by_pointer[self.pointer]
 
     def __del__(self) -> None:
         _state.allocated -= self.nbytes
         _state.frees += 1
+        self._forget_pointer()
+
+
+#: data pointer -> the block holding those bytes. PyTorch's C++ code sometimes wraps a device
+#: pointer in a fresh storage (torch.save's legacy format, pickling, from_blob); such a storage
+#: carries no block, and finds it here by its pointer.
+_blocks_by_pointer: dict[int, weakref.ref] = {}
 
 
 def _block_of(tensor: torch.Tensor) -> _Block:
+    storage = tensor.untyped_storage()
     try:
-        return getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE)
+        return getattr(storage, _BLOCK_ATTRIBUTE)
     except AttributeError:
+        entry = _blocks_by_pointer.get(storage.data_ptr())
+        block = entry() if entry is not None else None
+        if block is not None and block.nbytes >= storage.nbytes():
+            setattr(storage, _BLOCK_ATTRIBUTE, block)
+            return block
         raise EmulatedDeviceError(
             f"Tensor on {tensor.device} has no bytes attached (shape {tuple(tensor.shape)}, dtype {tensor.dtype}). "
             "Create emulated tensors with torch factories or .to(device), not through raw storages."
@@ -351,6 +375,11 @@ def _is_device(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE
 
 
+def _views_device_memory(source) -> bool:
+    """Whether a CPU tensor is a host view of some device tensor's bytes (never true of user tensors)."""
+    return isinstance(source, torch.Tensor) and source.untyped_storage().data_ptr() in _blocks_by_pointer
+
+
 def _copy(op, args, kwargs):
     destination, source = args[0], args[1]
     non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
@@ -360,6 +389,16 @@ def _copy(op, args, kwargs):
         source_host = to_host(source)
         if recorder is not None and not _is_device(destination):
             recorder.record_sync("aten::copy_ (device to host)")
+    elif _views_device_memory(source):
+        # A host view of device bytes (a collective's result as c10d hands it back, see
+        # check/distributed.py): on the target this is a device-to-device copy, not a transfer.
+        source_host = source
+        if source.data_ptr() == destination_host.data_ptr() and source.size() == destination_host.size() and (
+            source.stride() == destination_host.stride()
+        ):
+            return destination
+        if recorder is not None and _is_device(destination):
+            recorder.record_op(_op_info(op), [destination_host, source_host], {})
     else:
         source_host = source
         if recorder is not None:
@@ -655,11 +694,12 @@ def register() -> None:
         _library = torch.library.Library("_", "IMPL")
         _library.fallback(_fallback, "PrivateUse1")
         _route_accelerator_calls()
-        from torchport.check import kernels, autocast, serialization
+        from torchport.check import kernels, autocast, serialization, distributed
 
         kernels.install()
         autocast.install()
         serialization.install()
+        distributed.install()
         _state.registered = True
 
 
