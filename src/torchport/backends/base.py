@@ -40,10 +40,8 @@ class Backend:
     device_type: ClassVar[str] = ""
     #: Other names users type for this backend.
     aliases: ClassVar[tuple[str, ...]] = ()
-    #: The torch.distributed backend for this device.
-    dist_backend: ClassVar[str] = "gloo"
-    #: Reduced precision the hardware prefers for autocast ("bfloat16" or "float16").
-    preferred_precision: ClassVar[str] = "bfloat16"
+    #: The profile (torchport/profiles/<name>.yaml) holding this device's facts; default: `name`.
+    profile_name: ClassVar[str] = ""
     #: Whether torch.amp.GradScaler does useful work for fp16 here.
     supports_grad_scaler: ClassVar[bool] = True
     #: Whether host memory can be pinned for transfers to this device.
@@ -67,6 +65,26 @@ class Backend:
     # -- facts -------------------------------------------------------------------------------
     def probe(self) -> Probe:  # pragma: no cover - every backend overrides
         raise NotImplementedError
+
+    def profile(self):
+        """The target profile: the one source of this device's dtype, op, collective and
+        precision facts (a third-party backend without one may set the attributes below)."""
+        from torchport.profiles import load
+
+        cached = self.__dict__.get("_profile")
+        if cached is None:
+            cached = self.__dict__["_profile"] = load(self.profile_name or self.name)
+        return cached
+
+    @property
+    def dist_backend(self) -> str:
+        """The torch.distributed backend for this device."""
+        return self.profile().collective_backends[0]
+
+    @property
+    def preferred_precision(self) -> str:
+        """Reduced precision the hardware prefers for autocast ("bfloat16", "float16", "float32")."""
+        return self.profile().preferred_precision
 
     def is_accelerator(self) -> bool:
         """False only for the host CPU."""

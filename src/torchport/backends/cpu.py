@@ -45,7 +45,6 @@ def has_native_bf16() -> bool:
 class CPUBackend(Backend):
     name = "cpu"
     aliases = ("host",)
-    dist_backend = "gloo"
     supports_pinned_memory = False
     supports_grad_scaler = False
     auto_selectable = True

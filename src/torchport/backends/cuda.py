@@ -10,8 +10,6 @@ from torchport.backends.base import Backend, Probe
 class CUDABackend(Backend):
     name = "cuda"
     aliases = ("gpu", "nvidia", "rocm", "hip")
-    dist_backend = "nccl"
-    preferred_precision = "bfloat16"
     description = "NVIDIA GPUs through CUDA, AMD GPUs through ROCm"
 
     def probe(self) -> Probe:

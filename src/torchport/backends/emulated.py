@@ -20,15 +20,15 @@ EMULATED_DEVICE_TYPE = "emulated"
 
 # Targets with a profile; the emulated backends are generated from this list (kept here so that
 # building the registry never reads YAML or imports torch).
-_TARGETS: dict[str, tuple[str, str]] = {
-    # profile name: (preferred precision, description)
-    "neuron": ("bfloat16", "AWS Trainium / Inferentia"),
-    "xla": ("bfloat16", "Google TPU / XLA"),
-    "mps": ("float16", "Apple silicon GPU"),
-    "xpu": ("bfloat16", "Intel GPU"),
-    "npu": ("float16", "Huawei Ascend"),
-    "cuda": ("bfloat16", "NVIDIA GPU"),
-    "cpu": ("bfloat16", "host CPU"),
+_TARGETS: dict[str, str] = {
+    # profile name: description (precision, collectives and the rest come from the profile)
+    "neuron": "AWS Trainium / Inferentia",
+    "xla": "Google TPU / XLA",
+    "mps": "Apple silicon GPU",
+    "xpu": "Intel GPU",
+    "npu": "Huawei Ascend",
+    "cuda": "NVIDIA GPU",
+    "cpu": "host CPU",
 }
 
 
@@ -135,11 +135,10 @@ class EmulatedBackend(Backend):
         self.device_module().synchronize()
 
 
-def _make(profile_name: str, precision: str, description: str) -> type[EmulatedBackend]:
+def _make(profile_name: str, description: str) -> type[EmulatedBackend]:
     attributes = {
         "name": f"{profile_name}-emulated",
         "profile_name": profile_name,
-        "preferred_precision": precision,
         "description": f"{description} emulated on the CPU",
         # Keep the property: Backend.__init_subclass__ would otherwise set device_type = name.
         "device_type": EmulatedBackend.__dict__["device_type"],
@@ -153,5 +152,5 @@ def _make(profile_name: str, precision: str, description: str) -> type[EmulatedB
 
 _ALIASES = {"neuron": ("trainium", "inferentia"), "xla": ("tpu",), "npu": ("ascend",)}
 
-for _profile_name, (_precision, _description) in _TARGETS.items():
-    globals()[f"{_profile_name.capitalize()}EmulatedBackend"] = _make(_profile_name, _precision, _description)
+for _profile_name, _description in _TARGETS.items():
+    globals()[f"{_profile_name.capitalize()}EmulatedBackend"] = _make(_profile_name, _description)

@@ -10,8 +10,6 @@ from torchport.backends.base import Backend, Probe
 class MPSBackend(Backend):
     name = "mps"
     aliases = ("apple", "metal")
-    dist_backend = "gloo"
-    preferred_precision = "float16"
     supports_pinned_memory = False
     description = "Apple Silicon GPUs through Metal"
 

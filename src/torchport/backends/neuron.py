@@ -10,8 +10,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class NeuronBackend(Backend):
     name = "neuron"
     aliases = ("trainium", "inferentia", "trn", "inf", "aws-neuron")
-    dist_backend = "neuron"
-    preferred_precision = "bfloat16"
     supports_grad_scaler = False
     description = "AWS Trainium / Inferentia NeuronCores through TorchNeuron"
 

@@ -10,8 +10,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class NPUBackend(Backend):
     name = "npu"
     aliases = ("ascend", "huawei")
-    dist_backend = "hccl"
-    preferred_precision = "float16"
     description = "Huawei Ascend NPUs through torch_npu"
 
     def probe(self) -> Probe:

@@ -12,8 +12,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class XLABackend(Backend):
     name = "xla"
     aliases = ("tpu", "pjrt")
-    dist_backend = "xla"
-    preferred_precision = "bfloat16"
     supports_grad_scaler = False
     supports_pinned_memory = False
     native_events = False

@@ -10,8 +10,6 @@ from torchport.backends.base import Backend, Probe
 class XPUBackend(Backend):
     name = "xpu"
     aliases = ("intel", "intel-gpu")
-    dist_backend = "xccl"
-    preferred_precision = "bfloat16"
     description = "Intel GPUs through torch.xpu"
 
     def probe(self) -> Probe:
