@@ -1,4 +1,4 @@
-"""Run rules over one file's content: prefilter, parse, pruned walk, noqa.
+"""Run rules over one file's content: prefilter, pruned parse, pruned walk, noqa.
 
 Everything here is a pure function of (content, path, rule codes), so results can be cached
 by content hash. No torch, no libcst.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -86,28 +87,137 @@ def _find_all(source: bytes, tokens, positions: list[int]) -> None:
             position = find(token, position + 1)
 
 
-def _trigger_lines(source: bytes, triggers: Triggers) -> list[int]:
-    """Sorted 1-based numbers of the lines holding a trigger, an import, or a use of a name
-    imported from torch under another name (`from torch.cuda import is_available as has_gpu`).
-    Empty when no trigger occurs: then no rule can match and the file is not even parsed."""
+def _trigger_positions(source: bytes, triggers: Triggers) -> list[int]:
+    """Sorted byte offsets of every trigger, import, and use of a name imported from torch under
+    another name (`from torch.cuda import is_available as has_gpu`). Empty when no trigger
+    occurs: then no rule can match and the file is not even parsed."""
     positions: list[int] = []
     _find_all(source, triggers.tokens, positions)
     if triggers.pattern is not None:
         positions.extend(match.start() for match in triggers.pattern.finditer(source))
     if not positions:
-        return []
+        return positions
     aliases = {alias for match in _FROM_TORCH_IMPORT.finditer(source) for alias in _AS_ALIAS.findall(match.group(1))}
     _find_all(source, (_IMPORT_TOKEN, *aliases), positions)
     positions.sort()
+    return positions
+
+
+def _lines_of(source: bytes, positions: list[int]) -> list[int]:
+    """Sorted, distinct 1-based line numbers of sorted byte offsets."""
     lines: list[int] = []
     line = 1
     previous = 0
+    count = source.count
     for position in positions:
-        line += source.count(b"\n", previous, position)
+        line += count(b"\n", previous, position)
         previous = position
         if not lines or lines[-1] != line:
             lines.append(line)
     return lines
+
+
+def _trigger_lines(source: bytes, triggers: Triggers) -> list[int]:
+    """Sorted 1-based numbers of the lines holding a trigger (see `_trigger_positions`)."""
+    return _lines_of(source, _trigger_positions(source, triggers))
+
+
+#: A line starting at column 0 (or at 4 spaces, in a class or function body) that may begin a
+#: statement; continuation clauses of a compound statement are excluded, and decorators are
+#: joined to what they decorate below.
+_TOP_LEVEL_LINE = re.compile(rb"\n(?!(?:else|elif|except|finally)\b)[A-Za-z_@]")
+_MEMBER_LINE = re.compile(rb"\n    (?!(?:else|elif|except|finally)\b)[A-Za-z_@]")
+#: An indentation other than multiples of 4 spaces: member runs are not split there.
+_ODD_INDENT = re.compile(rb"\n(?: {1,3}|(?: {4})* {1,3}(?! )|[ ]*\t)[^ \t\r\n#]")
+_BALANCE_TOKENS = (b'"""', b"'''", b"(", b")", b"[", b"]", b"{", b"}")
+_DEFINITIONS = (b"class ", b"def ", b"async def ")
+
+
+def _runs(source: bytes, begin: int, end: int, pattern: re.Pattern[bytes], skip: int) -> list[int]:
+    """Start offsets of runs of whole statements in source[begin:end], found from text alone:
+    a run ends only where triple quotes and brackets balance and no backslash continues the
+    line, so no run starts inside a string or an open bracket. `skip` is the indentation."""
+    count = source.count
+    starts = [begin]
+    pending = [0] * 8
+    previous = begin
+    after_decorator = False
+    for match in pattern.finditer(source, begin, end):
+        start = match.start() + 1
+        decorator = source[start + skip] == 0x40
+        if after_decorator:
+            after_decorator = decorator
+            continue
+        after_decorator = decorator
+        for index, token in enumerate(_BALANCE_TOKENS):
+            pending[index] += count(token, previous, start)
+        previous = start
+        if (
+            pending[0] % 2 == 0
+            and pending[1] % 2 == 0
+            and pending[2] == pending[3]
+            and pending[4] == pending[5]
+            and pending[6] == pending[7]
+            and not source.endswith(b"\\\n", 0, start)
+            and not source.endswith(b"\\\r\n", 0, start)
+        ):
+            starts.append(start)
+            pending = [0] * 8
+    return starts
+
+
+def _single_definition(source: bytes, begin: int, end: int) -> bool:
+    """Whether source[begin:end] is one class or function, indented by 4 spaces throughout and
+    with balanced brackets (so that no string holds a bracket that could mislead `_runs`)."""
+    if not source.startswith(_DEFINITIONS, begin):
+        return False
+    if _TOP_LEVEL_LINE.search(source, begin, end) or _ODD_INDENT.search(source, begin, end):
+        return False
+    count = source.count
+    return (
+        count(b"(", begin, end) == count(b")", begin, end)
+        and count(b"[", begin, end) == count(b"]", begin, end)
+        and count(b"{", begin, end) == count(b"}", begin, end)
+    )
+
+
+def _pruned_source(source: bytes, positions: list[int]) -> bytes | None:
+    """`source` with every statement run that holds no trigger blanked out, or None when
+    nothing would be. Top-level runs are blanked to their newlines (line numbers stay); in a
+    kept class or function, runs of body statements become `pass` and newlines. What the text
+    cannot split safely is kept whole; the caller parses the whole file if this does not parse."""
+    count = source.count
+    if count(b'"""') % 2 or count(b"'''") % 2:
+        return None  # a triple quote inside another string or a comment: do not guess
+    if b"\r" in source and count(b"\r") != count(b"\r\n"):
+        return None  # old Mac line ends: line numbers would not match the parser's
+    starts = _runs(source, 0, len(source), _TOP_LEVEL_LINE, 0)
+    starts.append(len(source))
+    pieces: list[bytes] = []
+    blanked = False
+    last = len(positions)
+    for begin, end in zip(starts, starts[1:]):
+        index = bisect_left(positions, begin)
+        if index == last or positions[index] >= end:
+            pieces.append(b"\n" * count(b"\n", begin, end))
+            blanked = True
+        elif _single_definition(source, begin, end):
+            members = _runs(source, begin, end, _MEMBER_LINE, 4)
+            if len(members) < 3:
+                pieces.append(source[begin:end])
+                continue
+            members.append(end)
+            pieces.append(source[begin : members[1]])  # the header (and docstring) stays
+            for member_begin, member_end in zip(members[1:], members[2:]):
+                index = bisect_left(positions, member_begin, index)
+                if index < last and positions[index] < member_end:
+                    pieces.append(source[member_begin:member_end])
+                else:
+                    pieces.append(b"    pass" + b"\n" * count(b"\n", member_begin, member_end))
+                    blanked = True
+        else:
+            pieces.append(source[begin:end])
+    return b"".join(pieces) if blanked else None
 
 
 def _suppressed(finding: Finding, line_text: str) -> bool:
@@ -134,22 +244,35 @@ def analyze_python(source: bytes, path: str, codes: tuple[str, ...]) -> FileResu
     """Findings of the Python rules in `codes` on `source`, or why it could not be parsed."""
     result = FileResult(path, lines=source.count(b"\n") + (1 if source and not source.endswith(b"\n") else 0))
     triggers = python_triggers(codes)
-    lines = _trigger_lines(source, triggers) if triggers is not None else None
-    if not lines:
+    positions = _trigger_positions(source, triggers) if triggers is not None else None
+    if not positions:
         return result
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source, filename=path)
-    except SyntaxError as error:
-        result.error = _describe_syntax_error(error, source.decode("utf-8", errors="replace"))
-        return result
-    except (ValueError, UnicodeDecodeError) as error:
-        result.error = f"cannot decode or parse: {error}"
-        return result
-    except (RecursionError, MemoryError) as error:
-        result.error = f"too deeply nested or too large to parse: {type(error).__name__}"
-        return result
+    lines = _lines_of(source, positions)
+    tree = None
+    pruned = _pruned_source(source, positions)
+    if pruned is not None:
+        # Parse only the top-level statements that hold a trigger; anything odd (the parse
+        # failing for any reason) falls back to the whole file, which reports the reason.
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(pruned, filename=path)
+        except Exception:
+            tree = None
+    if tree is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source, filename=path)
+        except SyntaxError as error:
+            result.error = _describe_syntax_error(error, source.decode("utf-8", errors="replace"))
+            return result
+        except (ValueError, UnicodeDecodeError) as error:
+            result.error = f"cannot decode or parse: {error}"
+            return result
+        except (RecursionError, MemoryError) as error:
+            result.error = f"too deeply nested or too large to parse: {type(error).__name__}"
+            return result
     context = PythonContext(path, source, _python_instances(codes))
     try:
         findings = context.run(tree, lines)

@@ -10,6 +10,7 @@ import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["file_kind", "Discovery", "discover", "DEFAULT_EXCLUDES", "relative_display"]
@@ -63,8 +64,15 @@ class Discovery:
     problems: dict[str, str] = field(default_factory=dict)
 
 
+@lru_cache(maxsize=16)
+def _exclusion(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regular expression for all glob `patterns` (what fnmatch would match, at once)."""
+    return re.compile("|".join(fnmatch.translate(os.path.normcase(pattern)) for pattern in patterns) or "(?!)")
+
+
 def _excluded(name: str, relative: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(relative, pattern) for pattern in patterns)
+    match = _exclusion(patterns).match
+    return match(os.path.normcase(name)) is not None or match(os.path.normcase(relative)) is not None
 
 
 def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> Discovery:
@@ -89,9 +97,9 @@ def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> Discovery:
 
 def _walk(root: str, patterns: tuple[str, ...], found: Discovery, seen_files: set[str]) -> None:
     visited: set[str] = set()
-    stack = [root]
+    stack: list[tuple[str, str]] = [(root, "")]
     while stack:
-        directory = stack.pop()
+        directory, prefix = stack.pop()
         real = os.path.realpath(directory)
         if real in visited:
             found.problems[directory] = f"symlink loop: resolves to {real!r}, which is already being scanned"
@@ -104,7 +112,7 @@ def _walk(root: str, patterns: tuple[str, ...], found: Discovery, seen_files: se
             continue
         subdirectories = []
         for entry in entries:
-            relative = os.path.relpath(entry.path, root)
+            relative = prefix + entry.name  # the same as os.path.relpath(entry.path, root)
             if _excluded(entry.name, relative, patterns):
                 continue
             try:
@@ -119,7 +127,7 @@ def _walk(root: str, patterns: tuple[str, ...], found: Discovery, seen_files: se
                     found.problems[entry.path] = _broken_link_reason(entry.path)
                 continue
             if is_directory:
-                subdirectories.append(entry.path)
+                subdirectories.append((entry.path, relative + os.sep))
             elif is_file:
                 kind = file_kind(entry.name)
                 if kind is not None and entry.path not in seen_files:
