@@ -54,14 +54,7 @@ FORMS = ("run", "use")
 
 # Runs that fail because of known defects of the retargeting runtime (form, program) -> reason.
 # Strict: once the runtime is fixed, the xpass turns red and the entry must go.
-_SPAWN = ("torch.multiprocessing.spawn children (start method 'spawn') re-import the entry script as "
-          "__mp_main__ through runpy and run main_worker without retargeting: "
-          "torch.cuda.set_device(gpu) -> AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'")
-KNOWN_RUNTIME_FAILURES: dict[tuple[str, str], str] = {
-    ("run", "48_mp_spawn_ddp"): "torchport run installs nothing in " + _SPAWN,
-    ("use", "48_mp_spawn_ddp"): "use() in the child sees a caller whose globals are not __main__'s, takes the "
-                                "non-entry branch, and leaves the script's own code unrewritten; " + _SPAWN,
-}
+KNOWN_RUNTIME_FAILURES: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import proxy, runtime, state
+from torchport.retarget import proxy, runtime, spawn, state
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, RetargetLoader
 
@@ -81,6 +81,7 @@ def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bo
     RetargetLoader.builtins_namespace = proxy.build_builtins(facades)
     RetargetLoader.helper = runtime
     sys.meta_path.insert(0, RetargetFinder(retarget.scope))
+    spawn.install(device, precision, strict, retarget.scope)
     return retarget
 
 
