@@ -18,6 +18,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=30)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--block-size", type=int, default=64)
+parser.add_argument("--n-embd", type=int, default=128)
+parser.add_argument("--n-layer", type=int, default=4)
 parser.add_argument("--amp-dtype", choices=["none", "float16", "bfloat16"], default="none")
 parser.add_argument("--checkpoint", default=os.path.join(os.path.dirname(__file__), "out", "ckpt-ported.pt"))
 parser.add_argument("--result", default=None)
@@ -35,7 +37,7 @@ loader = DataLoader(TensorDataset(inputs, targets), batch_size=args.batch_size, 
                     pin_memory=accelerator is not None, drop_last=True,
                     generator=torch.Generator().manual_seed(0))
 
-model = GPT(block_size=args.block_size).to(device)
+model = GPT(block_size=args.block_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=max(args.n_embd // 64, 1)).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 amp_dtype = None if args.amp_dtype == "none" else getattr(torch, args.amp_dtype)
 scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
@@ -64,7 +66,7 @@ while step < args.steps:
 os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
 torch.save({"model": model.state_dict(), "step": step}, args.checkpoint)
 state = torch.load(args.checkpoint, map_location=device)
-restored = GPT(block_size=args.block_size).to(device)
+restored = GPT(block_size=args.block_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=max(args.n_embd // 64, 1)).to(device)
 restored.load_state_dict(state["model"])
 restored.eval()
 with torch.no_grad():
