@@ -18,7 +18,6 @@ __all__ = ["Recorder", "Site"]
 REDIRECTED = "redirected"
 NOOP = "no-op"
 UNSUPPORTED = "unsupported"
-PRECISION = "precision"
 
 
 @dataclass(frozen=True)

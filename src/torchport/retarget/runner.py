@@ -14,7 +14,7 @@ import sys
 import types
 
 from torchport.errors import UsageError
-from torchport.retarget import proxy, runtime, transform
+from torchport.retarget import runtime, transform
 from torchport.retarget.scope import RetargetLoader, in_scope
 from torchport.retarget.state import Retarget
 
@@ -130,7 +130,3 @@ def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
         code = spec.loader.get_code(spec.name)
     module = _main_namespace(spec.origin, retarget, spec)
     return _execute(code, module, retarget)
-
-
-# The facades module must be importable before any script runs.
-_ = proxy
