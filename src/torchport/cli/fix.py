@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from torchport.errors import UsageError
+from torchport.fileio import atomic_write
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -63,7 +64,7 @@ def run(args) -> int:
             sys.stdout.write(unified_diff(result))
             continue
         try:
-            Path(path).write_bytes(result.fixed.encode("utf-8"))
+            atomic_write(path, result.fixed)
         except OSError as error:
             raise UsageError(f"Cannot write {path!r}: {error.strerror}. Check its permissions.") from error
     for path, reason in sorted(problems.items()):

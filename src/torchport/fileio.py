@@ -1,0 +1,41 @@
+"""Writing files so that an interrupt, a full disk or a crash never leaves one half-written."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write"]
+
+
+def atomic_write(path: str | os.PathLike, content: str | bytes) -> None:
+    """Replace `path` with `content` (str is written as UTF-8) in one step.
+
+    The content goes to a temporary file in the same directory, which takes the mode of the file it
+    replaces (or the mode a new file would get under the umask), is flushed to disk, then renamed over
+    `path`. On any failure the temporary file is removed and `path` is left as it was.
+    """
+    target = Path(os.path.realpath(path))  # a symlink keeps pointing at the rewritten file
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
