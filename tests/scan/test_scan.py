@@ -119,6 +119,17 @@ def test_pyproject_configuration(project, capsys):
     assert "Unknown key" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["scan", "fix"])
+def test_pyproject_with_a_toml_syntax_error_is_a_usage_error(project, capsys, command):
+    broken = project / "pyproject.toml"
+    broken.write_text('[tool.torchport]\nignore = [TP4]\n')
+    assert main([command, str(project)]) == 2
+    error = capsys.readouterr().err
+    assert str(broken) in error and "line 2" in error and "Fix the TOML syntax" in error
+    assert main([command, str(project), "--config", str(broken)]) == 2
+    assert str(broken) in capsys.readouterr().err
+
+
 def test_cache_reuses_results(project, tmp_path):
     cache = tmp_path / "cache-dir"
     first = scan_paths([str(project)], cache_dir=cache, progress=False)

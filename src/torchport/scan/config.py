@@ -46,12 +46,23 @@ def find_pyproject(start: str) -> Path | None:
         path = candidate / "pyproject.toml"
         if path.is_file():
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, UnicodeDecodeError):
-                continue
+                data = _parse(path)
+            except OSError:
+                continue  # unreadable: as if absent
             if "torchport" in data.get("tool", {}):
                 return path
     return None
+
+
+def _parse(path: Path) -> dict:
+    """The TOML in `path`; a syntax or encoding error is a usage error naming the file (OSError passes)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise UsageError(
+            f"Cannot parse {str(path)!r}: {error}. Fix the TOML syntax there, "
+            "or pass --config with the path of a valid pyproject.toml."
+        ) from error
 
 
 def _string_list(value, key: str, path: Path) -> list[str]:
@@ -77,9 +88,9 @@ def load_config(explicit: str | None, start: str) -> ScanConfig:
             return ScanConfig()
         path = found
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise UsageError(f"Cannot read {str(path)!r}: {error}. Fix the TOML syntax.") from error
+        data = _parse(path)
+    except OSError as error:
+        raise UsageError(f"Cannot read config file {str(path)!r}: {error.strerror}. Check its permissions.") from error
     table = data.get("tool", {}).get("torchport", {})
     unknown = sorted(set(table) - set(ALLOWED_KEYS))
     if unknown:
