@@ -39,3 +39,27 @@ def test_bad_target_and_missing_script_are_one_line_errors(tmp_path):
     assert result.returncode == 2 and "Unknown target 'tpuu'" in result.stderr and "Traceback" not in result.stderr
     result = run_cli("--target", "neuron", str(tmp_path / "missing.py"))
     assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_output_in_a_missing_folder_fails_before_the_script_runs(tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    output = tmp_path / "missing" / "r.json"
+    result = run_cli("--target", "neuron", "--output", str(output), str(script))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert str(output) in result.stderr and "does not exist" in result.stderr
+    assert not marker.exists()
+    result = run_cli("--target", "neuron", "--output", str(tmp_path), str(script))
+    assert result.returncode == 2 and "is a folder" in result.stderr and not marker.exists()
+
+
+def test_report_is_written_atomically_and_replaces_an_old_one(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    output = tmp_path / "r.json"
+    output.write_text("old report")
+    result = run_cli("--target", "cpu", "--output-format", "json", "--output", str(output), str(script))
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(output.read_text())["target"]["name"] == "cpu"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.json", "train.py"]

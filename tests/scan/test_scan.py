@@ -192,3 +192,9 @@ def test_mutated_sources_never_crash(snippet, cut, insert):
 @given(st.binary(max_size=300))
 def test_random_bytes_never_crash(data):
     analyze_python(b"import torch\ntorch.cuda.synchronize()\n" + data, "fuzz.py", ALL_CODES)
+
+
+def test_output_in_a_missing_folder_is_a_usage_error(project, tmp_path, capsys):
+    output = tmp_path / "missing" / "r.json"
+    assert main(["scan", str(project), "--output", str(output)]) == 2
+    assert str(output) in capsys.readouterr().err and not output.exists()

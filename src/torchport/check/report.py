@@ -9,6 +9,7 @@ import jinja2
 
 from torchport.check.bucketing import BucketSuggestion
 from torchport.check.census import Census
+from torchport.fileio import atomic_write
 
 __all__ = ["Report", "build_report"]
 
@@ -94,10 +95,9 @@ class Report:
         return "\n".join(lines)
 
     def write(self, path: str, output_format: str) -> None:
-        """Write the report in `output_format` ('text', 'json' or 'html') to `path`."""
+        """Write the report in `output_format` ('text', 'json' or 'html') to `path`, atomically."""
         content = {"text": self.text, "json": self.json, "html": self.html}[output_format]()
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(content)
+        atomic_write(path, content)
 
 
 def _fixes(census: Census, data: dict) -> list[dict]:

@@ -26,19 +26,20 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from torchport.cli.common import check_output_path, write_output
     from torchport.errors import UsageError
     from torchport.profiles import load
 
     if not os.path.isfile(args.script):
         raise UsageError(f"Script {args.script!r} does not exist. Pass the path of a Python file to run.")
     load(args.target)  # a bad target fails here with the list of known ones
+    check_output_path(args.output)  # before the script runs, not after
     from torchport.check.api import check_script
 
     report = check_script(args.script, list(args.arguments), target=args.target)
     content = {"text": report.text, "json": report.json, "html": report.html}[args.output_format]()
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(content)
+        write_output(args.output, content)
         print(f"torchport check: {report.verdict}; report written to {args.output}", file=sys.stderr)
     else:
         print(content)

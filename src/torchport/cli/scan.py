@@ -85,11 +85,13 @@ def _resolve_target(flag: str | None, config_target: str | None) -> str:
 
 
 def run(args) -> int:
+    from torchport.cli.common import check_output_path, write_output
     from torchport.scan.config import load_config
     from torchport.scan.reports import build_report, render_json, render_sarif, render_text
     from torchport.scan.runner import DEFAULT_MAX_FILE_BYTES, scan_paths
 
     paths = check_paths(args.paths)
+    check_output_path(args.output)
     config = load_config(args.config, paths[0])
     codes = resolve_selection(args, config)
     target = _resolve_target(args.target, config.target)
@@ -109,10 +111,7 @@ def run(args) -> int:
     renderer = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.output_format]
     text = renderer(report)
     if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as error:
-            raise UsageError(f"Cannot write the report to {args.output!r}: {error.strerror}. Pick a writable path.") from error
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
     if args.exit_zero:

@@ -1,0 +1,39 @@
+"""Helpers shared by several subcommands (not a subcommand itself)."""
+
+from __future__ import annotations
+
+import os
+
+from torchport.errors import UsageError
+
+__all__ = ["check_output_path", "write_output"]
+
+
+def check_output_path(path: str | None) -> None:
+    """Fail before any work when the report could not be written to `path` (--output)."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(
+            f"Cannot write the report to {path!r}: folder {folder!r} does not exist. "
+            "Create it first or pass another --output path."
+        )
+    if os.path.isdir(path):
+        raise UsageError(f"Cannot write the report to {path!r}: it is a folder. Pass a file path to --output.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"Cannot write the report to {path!r}: folder {folder!r} is not writable. Pass another --output path."
+        )
+
+
+def write_output(path: str, content: str) -> None:
+    """Write a report to `path` atomically; a failure is a usage error naming the path."""
+    from torchport.fileio import atomic_write
+
+    try:
+        atomic_write(path, content)
+    except OSError as error:
+        raise UsageError(
+            f"Cannot write the report to {path!r}: {error.strerror or error}. Pick a writable path."
+        ) from error
