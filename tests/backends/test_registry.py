@@ -21,10 +21,12 @@ def test_aliases_resolve_to_their_backend(alias, name):
     assert backends.get(alias).name == name
 
 
-def test_auto_picks_cpu_on_this_machine_and_says_why_others_were_skipped():
+def test_auto_picks_the_first_usable_backend_and_says_why_earlier_ones_were_skipped():
     chosen, skipped = backends.auto()
-    assert chosen.name == "cpu"
-    assert "cuda" in skipped and "no CUDA" in skipped["cuda"]
+    order = [backend.name for backend in backends.all_backends() if backend.auto_selectable]
+    assert chosen.probe().usable
+    assert list(skipped) == order[: order.index(chosen.name)]
+    assert all(reason for reason in skipped.values())
 
 
 def test_unknown_device_lists_valid_names():

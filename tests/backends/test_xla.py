@@ -41,5 +41,6 @@ def test_cuda_written_training_runs_on_xla_and_tracks_the_cpu_run(tmp_path):
     assert data["target"] == "xla"
     assert "device: XLA:CPU" in completed.stdout  # the program's own get_device_name() call
     # Two different backends (XLA's compiled CPU kernels vs eager ATen): close, not identical.
+    assert len(on_xla["losses"]) == len(on_cpu["losses"]) == 6
     for xla_loss, cpu_loss in zip(on_xla["losses"], on_cpu["losses"]):
         assert abs(xla_loss - cpu_loss) <= 2e-3 * max(1.0, abs(cpu_loss)), (on_xla["losses"], on_cpu["losses"])

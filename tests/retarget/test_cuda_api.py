@@ -49,7 +49,9 @@ def test_cuda_api_on_cpu(program, tmp_path):
     assert result.returncode == 0, result.stderr
     values = result.values()
     assert values["count"] == "1" and values["current"] == "0"
-    assert values["capability"] == "(8, 0)"  # this CPU has AMX/AVX512-BF16
+    from torchport.backends.cpu import has_native_bf16
+
+    assert values["capability"] == ("(8, 0)" if has_native_bf16() else "(7, 0)")
     assert values["total_memory_positive"] == "True" and values["bf16"] == "True"
     assert values["elapsed_ok"] == "True"
     assert values["stream_sum"] == "6.0"
@@ -71,7 +73,10 @@ def test_cuda_api_on_cpu(program, tmp_path):
         assert apis.get(api, 0) >= 1, api
     noop_apis = {entry["api"] for entry in data["noops"]}
     assert "torch.backends.cudnn.benchmark" in noop_apis
-    assert all(entry["site"].endswith(tuple(f":{n}" for n in range(1, 60))) for entry in data["redirected"])
+    script = str(tmp_path / "app.py")
+    assert data["redirected"] and all(entry["site"].startswith(script + ":") for entry in data["redirected"])
+    sites = {entry["site"] for entry in data["redirected"]}
+    assert f"{script}:12" in sites  # the line creating the Events
 
 
 PRECISION_SCRIPT = """
@@ -86,9 +91,12 @@ print("outside=" + str(plain.dtype))
 
 
 def test_precision_policies(program):
+    from torchport.backends.cpu import has_native_bf16
+
     expected = {
         "keep": ("torch.float16", "True"),
-        "auto": ("torch.bfloat16", "False"),
+        # auto: bf16 where the CPU runs it natively, otherwise autocast off
+        "auto": ("torch.bfloat16" if has_native_bf16() else "torch.float32", "False"),
         "bf16": ("torch.bfloat16", "False"),
         "fp32": ("torch.float32", "False"),
     }

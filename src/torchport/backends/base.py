@@ -42,7 +42,7 @@ class Backend:
     aliases: ClassVar[tuple[str, ...]] = ()
     #: The profile (torchport/profiles/<name>.yaml) holding this device's facts; default: `name`.
     profile_name: ClassVar[str] = ""
-    #: Whether torch.amp.GradScaler does useful work for fp16 here.
+    #: Whether torch.amp.GradScaler has kernels for this device (fp16 training keeps its scaler).
     supports_grad_scaler: ClassVar[bool] = True
     #: Whether host memory can be pinned for transfers to this device.
     supports_pinned_memory: ClassVar[bool] = True

@@ -46,7 +46,6 @@ class CPUBackend(Backend):
     name = "cpu"
     aliases = ("host",)
     supports_pinned_memory = False
-    supports_grad_scaler = False
     auto_selectable = True
     description = "the host CPU"
 

@@ -21,8 +21,14 @@ class NeuronBackend(Backend):
                 "Install torch-neuronx (Neuron SDK 2.33+, on a Trn2/Trn3 instance), or rehearse with "
                 "--device neuron-emulated.",
             )
+        import importlib
+
         import torch
 
+        try:
+            importlib.import_module("torch_neuronx")  # registers the 'neuron' device and torch.neuron
+        except Exception as error:  # a broken install must not break probing
+            return Probe(False, f"torch_neuronx failed to import: {error}", "Reinstall torch-neuronx.")
         if not hasattr(torch, "neuron"):
             return Probe(
                 False,
@@ -32,5 +38,3 @@ class NeuronBackend(Backend):
             )
         return Probe(True, "TorchNeuron device registered")
 
-    def capability(self) -> tuple[int, int]:
-        return (8, 0)

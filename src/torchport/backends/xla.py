@@ -12,7 +12,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class XLABackend(Backend):
     name = "xla"
     aliases = ("tpu", "pjrt")
-    supports_grad_scaler = False
     supports_pinned_memory = False
     native_events = False
     loads_to_device = False
@@ -74,14 +73,18 @@ class XLABackend(Backend):
         return ["xm.mark_step() after every optimizer step"]
 
     def memory_stat(self, stat: str, index: int | None = None) -> int:
+        """Only the current allocation is known to torch_xla; peaks and reservations read 0."""
         import torch_xla.core.xla_model as xm
 
+        if stat != "memory_allocated":
+            return 0
         try:
             info = xm.get_memory_info(self.device(index))
         except Exception:
             return 0
-        used = info.get("bytes_used", info.get("kb_total", 0) - info.get("kb_free", 0))
-        return int(used)
+        if "bytes_used" in info:
+            return int(info["bytes_used"])
+        return int(info.get("kb_total", 0) - info.get("kb_free", 0)) * 1024
 
     def synchronize(self, index: int | None = None) -> None:
         import torch_xla.core.xla_model as xm

@@ -18,7 +18,7 @@ import torch
 
 from torchport.retarget import state
 
-__all__ = ["autocast", "cuda_amp_autocast", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype"]
+__all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
@@ -76,8 +76,6 @@ def GradScaler(device: str = "cuda", init_scale: float = 2.0**16, growth_factor:
                backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
     """`torch.amp.GradScaler` / `torch.cuda.amp.GradScaler`, enabled only where it does work."""
     retarget = state.current()
-    if not isinstance(device, str):  # torch.cuda.amp.GradScaler(init_scale) positional form
-        init_scale, device = device, "cuda"
     if device == "cuda":
         retarget.redirected("GradScaler('cuda')")
         device = retarget.type
@@ -86,17 +84,20 @@ def GradScaler(device: str = "cuda", init_scale: float = 2.0**16, growth_factor:
             if not fp16:
                 enabled = False
                 retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
-            elif device not in _SCALER_DEVICES:
+            elif not retarget.backend.supports_grad_scaler:
                 enabled = False
-                retarget.decide("GradScaler", f"disabled: torch has no GradScaler for {device!r}")
+                retarget.decide("GradScaler", f"disabled: {retarget.backend.name} has no GradScaler kernels")
             else:
                 retarget.decide("GradScaler", f"kept on {device}")
     return _real_grad_scaler(device, init_scale=init_scale, growth_factor=growth_factor,
                              backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
 
 
-# GradScaler's unscale kernel exists for these device types.
-_SCALER_DEVICES = {"cuda", "cpu", "xpu", "mps", "npu", "xla"}
+
+def cuda_amp_grad_scaler(init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                         backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+    """`torch.cuda.amp.GradScaler(...)`, whose positional arguments start at init_scale."""
+    return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
 
 def custom_fwd(function=None, *, cast_inputs=None, device_type: str = "cuda"):

@@ -426,10 +426,10 @@ def _unsupported(name: str):
     return function
 
 
-def _tensor_type(dtype: torch.dtype):
+def _tensor_type(dtype: torch.dtype, name: str):
     def constructor(*args, **kwargs):
         retarget = _rt()
-        retarget.redirected(f"torch.cuda.{str(dtype)}Tensor")
+        retarget.redirected(f"torch.cuda.{name}")
         if args and not isinstance(args[0], int):
             return torch.tensor(args[0], dtype=dtype, device=retarget.device())
         return torch.empty(*args, dtype=dtype, device=retarget.device())
@@ -479,7 +479,7 @@ def build_cuda_module() -> types.ModuleType:
     module.nvtx = _build_nvtx()
     amp_module = types.ModuleType("torch.cuda.amp", "torch.cuda.amp on the target")
     amp_module.autocast = amp.cuda_amp_autocast
-    amp_module.GradScaler = amp.GradScaler
+    amp_module.GradScaler = amp.cuda_amp_grad_scaler
     amp_module.custom_fwd = amp.custom_fwd
     amp_module.custom_bwd = amp.custom_bwd
     module.amp = amp_module
@@ -488,6 +488,6 @@ def build_cuda_module() -> types.ModuleType:
         (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),
         (torch.int16, "Short"), (torch.int8, "Char"), (torch.uint8, "Byte"), (torch.bool, "Bool"),
     ):
-        setattr(module, f"{prefix}Tensor", _tensor_type(dtype))
+        setattr(module, f"{prefix}Tensor", _tensor_type(dtype, f"{prefix}Tensor"))
     module.OutOfMemoryError = torch.OutOfMemoryError
     return module

@@ -42,6 +42,9 @@ class Recorder:
     counts: Counter = field(default_factory=Counter)
     decisions: dict[str, str] = field(default_factory=dict)
     messages: dict[tuple[str, Site], str] = field(default_factory=dict)
+    #: Rewritten call sites and their hit counts, kept as two parallel lists by the runtime so a
+    #: hit costs one list increment; merged into `counts` when the report is made.
+    site_table: tuple[list, list] | None = None
 
     def add(self, category: str, site: Site, message: str = "") -> None:
         key = (category, site)
@@ -54,10 +57,21 @@ class Recorder:
         self.decisions.setdefault(topic, decision)
 
     # -- output ------------------------------------------------------------------------------
+    def all_counts(self) -> Counter:
+        """Facade events plus hits of rewritten call sites."""
+        counts = Counter(self.counts)
+        if self.site_table is not None:
+            sites, hits = self.site_table
+            for site, count in zip(sites, hits):
+                if count:
+                    counts[(REDIRECTED, site)] += count
+        return counts
+
     def to_dict(self) -> dict:
         events: dict[str, list[dict]] = {REDIRECTED: [], NOOP: [], UNSUPPORTED: []}
+        counts = self.all_counts()
         for (category, site), count in sorted(
-            self.counts.items(), key=lambda item: (item[0][0], item[0][1].filename, item[0][1].lineno)
+            counts.items(), key=lambda item: (item[0][0], item[0][1].filename, item[0][1].lineno)
         ):
             entry = {"api": site.api, "site": site.location(), "count": count}
             message = self.messages.get((category, site))
@@ -65,7 +79,7 @@ class Recorder:
                 entry["message"] = message
             events.setdefault(category, []).append(entry)
         by_api: Counter = Counter()
-        for (category, site), count in self.counts.items():
+        for (category, site), count in counts.items():
             if category == REDIRECTED:
                 by_api[site.api] += count
         return {

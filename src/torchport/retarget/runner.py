@@ -16,11 +16,10 @@ import types
 from torchport.errors import UsageError
 from torchport.retarget import runtime, transform
 from torchport.retarget.scope import RetargetLoader, in_scope
-from torchport.retarget.state import Retarget
+from torchport.retarget.state import TORCHPORT_ROOT, Retarget
 
 __all__ = ["run_script", "run_module"]
 
-_TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _print_exception(error: BaseException) -> None:
@@ -33,7 +32,7 @@ def _print_exception(error: BaseException) -> None:
     if not os.environ.get("TORCHPORT_DEBUG"):
         kept = []
         while traceback is not None:
-            if not traceback.tb_frame.f_code.co_filename.startswith(_TORCHPORT_ROOT):
+            if not traceback.tb_frame.f_code.co_filename.startswith(TORCHPORT_ROOT):
                 kept.append(traceback)
             traceback = traceback.tb_next
         for earlier, later in zip(kept, kept[1:]):

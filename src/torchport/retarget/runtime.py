@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from torchport.retarget.report import REDIRECTED, Site
+from torchport.retarget.report import Site
 from torchport.retarget.state import Retarget
 
 __all__ = [
@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 SITES: list[Site] = []
+#: Hits per site id, parallel to SITES (a list increment is the cheapest count there is).
+HITS: list[int] = []
 _rt: Retarget | None = None
 _Tensor = torch.Tensor
 _Module = torch.nn.Module
@@ -41,15 +43,18 @@ _Storages = (torch.UntypedStorage, torch.TypedStorage)
 def bind(retarget: Retarget | None) -> None:
     global _rt
     _rt = retarget
+    if retarget is not None:
+        retarget.recorder.site_table = (SITES, HITS)
 
 
 def register_site(filename: str, lineno: int, api: str) -> int:
     SITES.append(Site(filename, lineno, api))
+    HITS.append(0)
     return len(SITES) - 1
 
 
 def _hit(site: int) -> None:
-    _rt.recorder.counts[(REDIRECTED, SITES[site])] += 1
+    HITS[site] += 1
 
 
 def map_device(value, site: int | None = None):

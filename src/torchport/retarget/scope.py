@@ -15,14 +15,14 @@ import sys
 import sysconfig
 
 from torchport.retarget import transform
+from torchport.retarget.state import TORCHPORT_ROOT
 
 __all__ = ["in_scope", "RetargetFinder", "RetargetLoader", "excluded_roots"]
 
-_TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def excluded_roots() -> tuple[str, ...]:
-    paths = {_TORCHPORT_ROOT}
+    paths = {TORCHPORT_ROOT}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
         if path:

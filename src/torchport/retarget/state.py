@@ -19,6 +19,8 @@ __all__ = ["Retarget", "current", "set_current", "PRECISION_POLICIES"]
 
 PRECISION_POLICIES = ("keep", "auto", "bf16", "fp32")
 _CUDA_STRING = re.compile(r"^cuda(?::(\d+))?$")
+#: torchport's own source folder: frames under it are never the application's.
+TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass
@@ -103,8 +105,7 @@ class Retarget:
 def caller_site(api: str) -> Site:
     """The first frame outside torchport, as a Site (used by the facades, not on hot paths)."""
     frame = sys._getframe(1)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    while frame is not None and frame.f_code.co_filename.startswith(here):
+    while frame is not None and frame.f_code.co_filename.startswith(TORCHPORT_ROOT):
         frame = frame.f_back
     if frame is None:
         return Site("<unknown>", 0, api)
