@@ -1,6 +1,7 @@
 """`torchport check`: runs a CUDA-written script on the emulated target and reports; bad input is one line."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,9 +16,10 @@ for step in range(3):
 """
 
 
-def run_cli(*arguments):
+def run_cli(*arguments, env=None):
+    environment = {key: value for key, value in os.environ.items() if key != "TORCHPORT_TARGET"}
     return subprocess.run([sys.executable, "-m", "torchport", "check", *arguments],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env={**environment, **(env or {})})
 
 
 def test_check_runs_the_script_on_the_target_and_reports_json(tmp_path):
@@ -63,3 +65,21 @@ def test_report_is_written_atomically_and_replaces_an_old_one(tmp_path):
     assert result.returncode in (0, 1), result.stderr
     assert json.loads(output.read_text())["target"]["name"] == "cpu"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["r.json", "train.py"]
+
+
+def test_target_flag_and_environment_conflict_like_scan(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    output = tmp_path / "r.json"
+    for command in ("check", "scan"):
+        arguments = [sys.executable, "-m", "torchport", command, "--target", "xla", str(script)]
+        result = subprocess.run(arguments, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "TORCHPORT_TARGET": "neuron"})
+        assert result.returncode == 2, (command, result.stderr)
+        assert "--target 'xla' conflicts with TORCHPORT_TARGET='neuron'" in result.stderr
+    result = run_cli("--output-format", "json", "--output", str(output), str(script), env={"TORCHPORT_TARGET": "xla"})
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(output.read_text())["target"]["name"] == "xla"
+    result = run_cli("--target", "xla", "--output-format", "json", "--output", str(output), str(script),
+                     env={"TORCHPORT_TARGET": "xla"})
+    assert result.returncode in (0, 1), result.stderr

@@ -7,6 +7,7 @@ import os
 import sys
 
 NAME = "check"
+DEFAULT_TARGET = "neuron"
 HELP = "run a script on an emulated target (neuron, xla, mps, ...) and report what will break there"
 DESCRIPTION = (
     "Runs SCRIPT on the emulated TARGET device (CUDA code retargeted to it) and reports ops by status "
@@ -16,7 +17,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--target", default=os.environ.get("TORCHPORT_TARGET", "neuron"),
+    parser.add_argument("--target",
                         help="target profile name, alias or YAML path (env TORCHPORT_TARGET; default neuron)")
     parser.add_argument("--output-format", choices=["text", "json", "html"], default="text")
     parser.add_argument("--output", help="write the report to this file instead of standard output")
@@ -26,17 +27,18 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from torchport.cli.common import check_output_path, write_output
+    from torchport.cli.common import check_output_path, target_setting, write_output
     from torchport.errors import UsageError
     from torchport.profiles import load
 
     if not os.path.isfile(args.script):
         raise UsageError(f"Script {args.script!r} does not exist. Pass the path of a Python file to run.")
-    load(args.target)  # a bad target fails here with the list of known ones
+    target = target_setting(args.target) or DEFAULT_TARGET
+    load(target)  # a bad target fails here with the list of known ones
     check_output_path(args.output)  # before the script runs, not after
     from torchport.check.api import check_script
 
-    report = check_script(args.script, list(args.arguments), target=args.target)
+    report = check_script(args.script, list(args.arguments), target=target)
     content = {"text": report.text, "json": report.json, "html": report.html}[args.output_format]()
     if args.output:
         write_output(args.output, content)

@@ -6,7 +6,21 @@ import os
 
 from torchport.errors import UsageError
 
-__all__ = ["check_output_path", "write_output"]
+__all__ = ["TARGET_ENV", "target_setting", "check_output_path", "write_output"]
+
+#: The environment variable that sets --target of scan and check.
+TARGET_ENV = "TORCHPORT_TARGET"
+
+
+def target_setting(flag: str | None) -> str | None:
+    """--target or, without it, $TORCHPORT_TARGET; both set to different values is a usage error."""
+    environment = (os.environ.get(TARGET_ENV) or "").strip() or None
+    flag = (flag or "").strip() or None
+    if flag and environment and flag != environment:
+        from torchport.errors import ConfigConflictError
+
+        raise ConfigConflictError("--target", flag, TARGET_ENV, environment)
+    return flag or environment
 
 
 def check_output_path(path: str | None) -> None:

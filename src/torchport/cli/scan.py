@@ -66,12 +66,9 @@ def resolve_selection(args, config) -> set[str]:
 
 
 def _resolve_target(flag: str | None, config_target: str | None) -> str:
-    environment = os.environ.get("TORCHPORT_TARGET")
-    if flag and environment and flag != environment:
-        from torchport.errors import ConfigConflictError
+    from torchport.cli.common import target_setting
 
-        raise ConfigConflictError("--target", flag, "TORCHPORT_TARGET", environment)
-    value = (flag or environment or config_target or "any").strip().lower()
+    value = (target_setting(flag) or config_target or "any").strip().lower()
     if value not in TARGET_CHOICES:
         try:
             from torchport.backends import canonical_name
