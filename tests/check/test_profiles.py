@@ -50,3 +50,45 @@ def test_invalid_profile_says_where(tmp_path):
     with pytest.raises(ProfileError) as info:
         profiles.load(path)
     assert "float64" in str(info.value) and "maybe" in str(info.value)
+
+
+def _real_backends_with_profiles():
+    from torchport import backends
+
+    return [backend for backend in backends.all_backends() if backend.name in profiles.names()]
+
+
+def test_every_backend_alias_is_a_check_target_and_an_emulated_alias():
+    from torchport import backends
+
+    checked = 0
+    for backend in _real_backends_with_profiles():
+        emulated = backends.get(f"{backend.name}-emulated")
+        assert emulated.aliases == tuple(f"{alias}-emulated" for alias in backend.aliases)
+        for alias in backend.aliases:
+            assert profiles.load(alias).name == backend.name, alias
+            assert profiles.load(f"{alias}-emulated").name == backend.name, alias
+            assert profiles.load(alias.upper()).name == backend.name, alias
+            assert profiles.aliases()[alias] == backend.name
+            checked += 1
+    assert checked >= 15 and {"pjrt", "metal", "trainium", "tpu"} <= set(profiles.aliases())
+
+
+def test_check_cli_accepts_the_run_aliases(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.ones(2, device='cuda').sum().item())\n")
+    environment = {key: value for key, value in os.environ.items() if key != "TORCHPORT_TARGET"}
+    for alias, name in (("pjrt", "xla"), ("metal", "mps")):
+        output = tmp_path / f"{alias}.json"
+        result = subprocess.run(
+            [sys.executable, "-m", "torchport", "check", "--target", alias, "--output-format", "json",
+             "--output", str(output), str(script)],
+            capture_output=True, text=True, timeout=120, env=environment,
+        )
+        assert result.returncode in (0, 1), result.stderr
+        assert json.loads(output.read_text())["target"]["name"] == name

@@ -135,6 +135,21 @@ class EmulatedBackend(Backend):
         self.device_module().synchronize()
 
 
+def _real_aliases(profile_name: str) -> tuple[str, ...]:
+    """The real backend's aliases: 'trainium' names neuron, so 'trainium-emulated' names neuron-emulated.
+
+    The registry loads this module after the real backends, so they are registered by now; a real
+    backend that failed to load leaves its emulator with no aliases.
+    """
+    from torchport import backends
+    from torchport.errors import UnknownDeviceError
+
+    try:
+        return tuple(backends.get(profile_name).aliases)
+    except UnknownDeviceError:
+        return ()
+
+
 def _make(profile_name: str, description: str) -> type[EmulatedBackend]:
     attributes = {
         "name": f"{profile_name}-emulated",
@@ -142,15 +157,13 @@ def _make(profile_name: str, description: str) -> type[EmulatedBackend]:
         "description": f"{description} emulated on the CPU",
         # Keep the property: Backend.__init_subclass__ would otherwise set device_type = name.
         "device_type": EmulatedBackend.__dict__["device_type"],
-        "aliases": tuple(f"{alias}-emulated" for alias in _ALIASES.get(profile_name, ())),
+        "aliases": tuple(f"{alias}-emulated" for alias in _real_aliases(profile_name)),
         "__doc__": f"{description}, emulated on the CPU with the {profile_name!r} profile.",
         "__module__": __name__,
     }
     class_name = f"{profile_name.capitalize()}EmulatedBackend"
     return register(type(class_name, (EmulatedBackend,), attributes))
 
-
-_ALIASES = {"neuron": ("trainium", "inferentia"), "xla": ("tpu",), "npu": ("ascend",)}
 
 for _profile_name, _description in _TARGETS.items():
     globals()[f"{_profile_name.capitalize()}EmulatedBackend"] = _make(_profile_name, _description)

@@ -29,24 +29,11 @@ __all__ = [
     "names",
     "PROFILE_DIRECTORY",
     "PROFILE_SCHEMA",
-    "ALIASES",
+    "aliases",
 ]
 
 #: Where the built-in profiles live.
 PROFILE_DIRECTORY = Path(__file__).resolve().parent
-
-#: Other names users type for a target. The one alias table of profiles.
-ALIASES: dict[str, str] = {
-    "trainium": "neuron",
-    "inferentia": "neuron",
-    "trn": "neuron",
-    "tpu": "xla",
-    "apple": "mps",
-    "intel": "xpu",
-    "ascend": "npu",
-    "gpu": "cuda",
-    "host": "cpu",
-}
 
 _SUFFIX = "-emulated"
 
@@ -125,17 +112,42 @@ def _search_path() -> list[Path]:
     return [*extra, PROFILE_DIRECTORY]
 
 
+def _canonical(name: str) -> str:
+    """'trainium', 'trainium-emulated', 'neuron-emulated' -> 'neuron': the backend registry's names
+    and aliases are the one table; a name it does not know (a user profile) is kept as is."""
+    from torchport import backends
+    from torchport.errors import UnknownDeviceError
+
+    key = name.strip().lower().removesuffix(_SUFFIX)
+    try:
+        return backends.canonical_name(key).removesuffix(_SUFFIX)
+    except UnknownDeviceError:
+        return key
+
+
+def aliases() -> dict[str, str]:
+    """{alias: target} for every backend alias that names a target with a profile."""
+    from torchport import backends
+
+    known = set(names())
+    table = {}
+    for alias in backends.names():
+        if alias == "auto" or alias.endswith(_SUFFIX):
+            continue
+        target = _canonical(alias)
+        if target != alias and target in known:
+            table[alias] = target
+    return dict(sorted(table.items()))
+
+
 def _find(name: str) -> Path:
-    key = name.strip().lower()
-    if key.endswith(_SUFFIX):
-        key = key[: -len(_SUFFIX)]
-    key = ALIASES.get(key, key)
+    key = _canonical(name)
     for directory in _search_path():
         candidate = directory / f"{key}.yaml"
         if candidate.is_file():
             return candidate
     raise ProfileError(
-        f"Unknown target {name!r}. Known targets: {', '.join(names())} (aliases: {', '.join(sorted(ALIASES))}). "
+        f"Unknown target {name!r}. Known targets: {', '.join(names())} (aliases: {', '.join(aliases())}). "
         "Pass one of them, or a path to your own profile YAML (see torchport/profiles/neuron.yaml)."
     )
 
