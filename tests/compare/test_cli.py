@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from compare_devices import EMULATED, requires_emulated
 from torchport.cli.main import main
 from torchport.compare.reports.json_report import schema
 
@@ -35,8 +36,9 @@ def test_agreeing_bf16_run_passes_and_writes_all_three_reports(tmp_path, capsys)
     assert "# torchport compare: PASS" in capsys.readouterr().out
 
 
+@requires_emulated
 def test_perturbed_layer_exits_1_naming_it_and_exit_zero_overrides(capsys):
-    arguments = ["compare", "compare_cases:perturbed", "--target", "cpu:fp32", "--no-performance",
+    arguments = ["compare", "compare_cases:perturbed", "--target", EMULATED, "--no-performance",
                  "--output-format", "json"]
     assert main(arguments) == 1
     document = json.loads(capsys.readouterr().out)
@@ -51,14 +53,26 @@ def test_self_comparison_exits_1_and_says_so(capsys):
     assert "SELF-COMPARISON (not a pass)" in capsys.readouterr().out
 
 
+def test_a_policy_that_changes_nothing_exits_1_as_a_self_comparison(capsys):
+    """cpu:fp32 (no-fp64) only downcasts float64 tensors; this model has none."""
+    assert main(["compare", "compare_cases:agreeing", "--reference", "cpu", "--target", "cpu:fp32",
+                 "--no-performance", "--output-format", "json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["status"] == "self-comparison" and document["self_comparison"] is True
+    assert document["target"] == "cpu:no-fp64"
+    jsonschema.validate(document, schema())
+
+
+@requires_emulated
 def test_environment_variable_sets_the_target_and_a_conflict_is_an_error(monkeypatch, capsys):
-    monkeypatch.setenv("TORCHPORT_COMPARE_TARGET", "cpu:fp32")
+    monkeypatch.setenv("TORCHPORT_COMPARE_TARGET", EMULATED)
     assert main(["compare", "compare_cases:agreeing", "--no-performance", "--output-format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["target"] == "cpu:fp32"
+    assert json.loads(capsys.readouterr().out)["target"] == EMULATED
     assert main(["compare", "compare_cases:agreeing", "--target", "cpu:bf16", "--no-performance"]) == 2
     assert "conflicts with TORCHPORT_COMPARE_TARGET" in capsys.readouterr().err
 
 
+@requires_emulated
 def test_baseline_reports_throughput_and_parity_regressions(tmp_path, capsys):
     baseline = tmp_path / "baseline.json"
     assert main(["compare", "compare_cases:agreeing", "--target", "cpu:bf16", *QUICK, "--json", str(baseline)]) == 0
@@ -80,14 +94,15 @@ def test_baseline_reports_throughput_and_parity_regressions(tmp_path, capsys):
     assert kinds == {"throughput"} and len(result["regressions"]) == 4
     jsonschema.validate(result, schema())
     # A model whose layer stops agreeing, against a baseline where it agreed.
-    assert main(["compare", "compare_cases:perturbed", "--target", "cpu:fp32", "--no-performance",
+    assert main(["compare", "compare_cases:perturbed", "--target", EMULATED, "--no-performance",
                  "--baseline", str(baseline), "--output-format", "json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert any(regression["kind"] == "parity" and regression["name"] == "middle" for regression in result["regressions"])
 
 
+@requires_emulated
 def test_training_case_runs_training_mode(capsys):
-    assert main(["compare", "compare_cases:gpt_training", "--target", "cpu:fp32", "--train-steps", "3",
+    assert main(["compare", "compare_cases:gpt_training", "--target", EMULATED, "--train-steps", "3",
                  "--no-performance", "--no-parity", "--output-format", "json"]) == 0
     training = json.loads(capsys.readouterr().out)["training"]
     assert training["steps"] == 3 and training["passed"]

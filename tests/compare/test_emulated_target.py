@@ -1,27 +1,11 @@
 """Against an emulated target (PrivateUse1 device computing on the CPU, behaving like Neuron)."""
 
-import pytest
-
 import compare_models as models
-from torchport import backends
+from compare_devices import EMULATED as TARGET
+from compare_devices import requires_emulated
 from torchport.compare import compare
 
-TARGET = "neuron-emulated"
-
-
-def _emulated_probe():
-    try:
-        return backends.get(TARGET).probe()
-    except Exception as error:  # the backend is not registered in this checkout
-        return type("Missing", (), {"usable": False, "reason": f"{type(error).__name__}: {error}"})()
-
-
-_probe = _emulated_probe()
-pytestmark = pytest.mark.skipif(not _probe.usable, reason=f"backend {TARGET!r} is not usable here: {_probe.reason}")
-if _probe.usable:
-    # Bring the device up at collection, before any test runs a backward: autograd sizes its
-    # per-device queues once per process, at the first backward.
-    backends.get(TARGET).device(0)
+pytestmark = requires_emulated
 
 
 def test_agreeing_model_passes_against_the_emulated_target_without_downcast():

@@ -85,7 +85,7 @@ def test_bad_price_tables_say_what_is_wrong(tmp_path, content, message):
 
 
 def test_throughput_and_memory_gates():
-    result = compare(models.agreeing_model, models.stack_inputs, reference="cpu", target="cpu:fp32",
+    result = compare(models.agreeing_model, models.stack_inputs, reference="cpu", target="cpu:bf16",
                      parity=False, batch_sizes=[2], iterations=3, warmup=1,
                      min_throughput_ratio=1000.0, max_memory_ratio=1000.0)
     checks = {check.name: check for check in result.performance_checks}

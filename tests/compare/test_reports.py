@@ -110,3 +110,26 @@ def test_html_report_renders_in_headless_chromium_with_its_plots(full_result, tm
     reddish = ((pixels[..., 0] > 0.7) & (pixels[..., 1] < 0.35) & (pixels[..., 2] < 0.35)).sum()
     blueish = ((pixels[..., 2] > 0.6) & (pixels[..., 0] < 0.3)).sum()
     assert reddish > 500 and blueish > 500, (reddish, blueish)  # the failing bars and the reference series
+
+
+def test_reports_replace_an_existing_file_whole_and_leave_no_temporary_files(full_result, tmp_path, monkeypatch):
+    import os
+
+    for write, name in ((write_json, "r.json"), (write_markdown, "r.md"), (write_html, "r.html")):
+        path = tmp_path / name
+        path.write_text("old report")
+        assert write(full_result, path) == path
+        assert path.read_text() != "old report" and len(path.read_text()) > 100
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.html", "r.json", "r.md"]
+    # A write that fails midway leaves the old file as it was and no temporary file behind.
+    path = tmp_path / "r.json"
+    before = path.read_text()
+
+    def failing_replace(source, destination):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left"):
+        write_json(full_result, path)
+    assert path.read_text() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.html", "r.json", "r.md"]

@@ -8,7 +8,7 @@ import platform
 from typing import Any, Callable, Mapping, Sequence
 
 from torchport.compare.cost import PriceTable, Unit, compute_cost, load_prices
-from torchport.compare.devices import DeviceSpec, parse_device
+from torchport.compare.devices import DeviceSpec, SideEffects, parse_device, track_effects
 from torchport.compare.metrics import merge_thresholds
 from torchport.compare.parity import run_parity, seeded
 from torchport.compare.performance import measure_side
@@ -17,7 +17,7 @@ from torchport.compare.result import CompareResult, PerformanceCheck
 from torchport.compare.training import TrainingTolerance, run_training
 from torchport.errors import UsageError
 
-__all__ = ["compare", "inputs_sizer"]
+__all__ = ["compare", "inputs_sizer", "same_computation"]
 
 
 def _accepts_argument(function: Callable[..., Any]) -> bool:
@@ -103,6 +103,20 @@ def _performance_checks(result: CompareResult, min_throughput_ratio: float | Non
     return checks
 
 
+def same_computation(reference: DeviceSpec, target: DeviceSpec, effects: Mapping[str, SideEffects]) -> bool:
+    """True when both sides ran the same computation: one backend, and neither side's policy changed
+    anything (no tensor downcast, no autocast), whatever the labels say. `cpu` against `cpu:no-fp64`
+    on a model without float64 tensors is the same computation twice."""
+    if reference.backend_name != target.backend_name:
+        return False
+    for name, spec in (("reference", reference), ("target", target)):
+        # An autocast policy changes the computation whenever the model runs; count it even where
+        # nothing ran (parity, training and performance all off).
+        if spec.autocast_dtype is not None or effects.get(name, SideEffects()).changed:
+            return False
+    return True
+
+
 def compare(
     model_factory: Any,
     inputs_factory: Any = None,
@@ -140,9 +154,11 @@ def compare(
     `model_factory` returns a torch.nn.Module (called once under `seed`; each side gets a copy, so
     both start from the same weights). `inputs_factory` takes a batch size, or nothing (a fixed
     sample), or is the sample itself. A device is `BACKEND[:PRECISION]` ('cpu', 'cpu:bf16',
-    'neuron-emulated'); `precision` overrides the target's policy. `training_step(model, batch)`
+    'cpu:no-fp64', 'neuron-emulated'); `precision` overrides the target's policy. `training_step(model, batch)`
     returns a loss and switches on training mode for `train_steps` steps. Comparing a device with
-    itself gives status 'self-comparison', never 'pass'. See `CompareResult` for what comes back.
+    itself gives status 'self-comparison', never 'pass': so does one backend against itself where
+    neither policy changed anything (`cpu` against `cpu:no-fp64` on a model without float64
+    tensors). `result.side_effects` says what each policy changed. See `CompareResult` for what comes back.
     """
     import torch
 
@@ -165,14 +181,15 @@ def compare(
     result = CompareResult(
         reference=reference_spec.label,
         target=target_spec.label,
-        self_comparison=reference_spec == target_spec,
+        # Decided after the runs, from what each side's policy actually changed.
+        self_comparison=False,
         model=model_name or type(model).__name__,
         seed=seed,
         thresholds={name: limits.to_dict() for name, limits in table.items()},
         environment={"torchport": __version__, "torch": torch.__version__, "python": platform.python_version(),
                      "machine": platform.machine()},
     )
-    with progress_reporter(show_progress) as report:
+    with progress_reporter(show_progress) as report, track_effects() as effects:
         if parity and inputs_for is not None:
             result.parity = run_parity(model, inputs_for(sizes[0]), reference_spec, target_spec, table, per_op, report)
         if training_step is not None:
@@ -191,6 +208,8 @@ def compare(
             result.cost = compute_cost(result.performance["reference"], result.performance["target"],
                                        reference_spec.backend_name, target_spec.backend_name, chosen_unit, price_table)
             result.performance_checks = _performance_checks(result, min_throughput_ratio, max_memory_ratio)
+    result.side_effects = {"reference": effects["reference"], "target": effects["target"]}
+    result.self_comparison = same_computation(reference_spec, target_spec, result.side_effects)
     if baseline is not None:
         from torchport.compare.baseline import find_regressions, load_baseline
 

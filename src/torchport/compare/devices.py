@@ -4,8 +4,9 @@ Written `BACKEND[:PRECISION]`: `cpu`, `cpu:bf16`, `neuron-emulated`, `xla`, `cud
 precision policy says how the side computes:
 
 * `native` (the default): the model runs as written.
-* `fp32`: float64 parameters, buffers and inputs are downcast to float32 first, the way devices
-  without fp64 (Neuron, MPS) run a model.
+* `no-fp64` (also spelled `fp32`): float64 parameters, buffers and inputs are downcast to float32
+  first, the way devices without fp64 (Neuron, MPS) run a model. Autocast stays off; on a model with
+  no float64 tensor this policy changes nothing.
 * `bf16` / `fp16`: autocast to that dtype on the backend's device type.
 """
 
@@ -21,6 +22,8 @@ from torchport.errors import UsageError
 __all__ = [
     "DeviceSpec",
     "PRECISIONS",
+    "SideEffects",
+    "track_effects",
     "parse_device",
     "current_side",
     "side",
@@ -32,12 +35,63 @@ __all__ = [
 #: Precision policies, with the names users may type for each.
 PRECISIONS: dict[str, tuple[str, ...]] = {
     "native": ("native", "default", "none"),
-    "fp32": ("fp32", "float32", "no-fp64"),
+    "no-fp64": ("no-fp64", "fp32", "float32"),
     "bf16": ("bf16", "bfloat16"),
     "fp16": ("fp16", "float16", "half"),
 }
 
 _current_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("torchport_compare_side", default=None)
+
+
+@dataclass
+class SideEffects:
+    """What a side's precision policy actually changed while compare ran it."""
+
+    downcast_tensors: int = 0
+    autocast: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """True when the side computed differently from the model as written."""
+        return self.downcast_tensors > 0 or self.autocast
+
+    def describe(self) -> str:
+        """'3 tensor(s) downcast to float32, autocast on', or 'nothing changed'."""
+        parts = []
+        if self.downcast_tensors:
+            parts.append(f"{self.downcast_tensors} float64 tensor(s) downcast to float32")
+        if self.autocast:
+            parts.append("autocast on")
+        return ", ".join(parts) or "no tensor downcast, no autocast"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The effects as plain data."""
+        return {"downcast_tensors": self.downcast_tensors, "autocast": self.autocast}
+
+
+_effects: contextvars.ContextVar[dict[str, SideEffects] | None] = contextvars.ContextVar(
+    "torchport_compare_effects", default=None)
+
+
+@contextlib.contextmanager
+def track_effects() -> Iterator[dict[str, SideEffects]]:
+    """Record, per side name, what prepare_model, move_to and precision_context changed inside."""
+    table: dict[str, SideEffects] = {"reference": SideEffects(), "target": SideEffects()}
+    token = _effects.set(table)
+    try:
+        yield table
+    finally:
+        _effects.reset(token)
+
+
+def _record(side_name: str | None, downcasts: int = 0, autocast: bool = False) -> None:
+    table = _effects.get()
+    name = side_name or _current_side.get()
+    if table is None or name is None:
+        return
+    entry = table.setdefault(name, SideEffects())
+    entry.downcast_tensors += downcasts
+    entry.autocast = entry.autocast or autocast
 
 
 def current_side() -> str | None:
@@ -97,6 +151,11 @@ class DeviceSpec:
         return self.backend.device(0)
 
     @property
+    def downcasts_float64(self) -> bool:
+        """True under the no-fp64 policy: float64 tensors become float32 on this side."""
+        return self.precision == "no-fp64"
+
+    @property
     def autocast_dtype(self):
         """The autocast dtype of the policy, or None."""
         import torch
@@ -140,41 +199,64 @@ def parse_device(text: str | DeviceSpec, precision: str | None = None) -> Device
     return DeviceSpec(backends.canonical_name(name), policy)
 
 
-def move_to(value: Any, device, downcast_float64: bool = False) -> Any:
-    """`value` with every tensor inside (tuples, lists, dicts) moved to `device`."""
+def _moved(value: Any, device, downcast_float64: bool, count: list[int]) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
         if downcast_float64 and value.dtype == torch.float64:
             value = value.to(torch.float32)
+            count[0] += 1
         return value.to(device)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(move_to(item, device, downcast_float64) for item in value))
+        return type(value)(*(_moved(item, device, downcast_float64, count) for item in value))
     if isinstance(value, (list, tuple)):
-        return type(value)(move_to(item, device, downcast_float64) for item in value)
+        return type(value)(_moved(item, device, downcast_float64, count) for item in value)
     if isinstance(value, dict):
-        return {key: move_to(item, device, downcast_float64) for key, item in value.items()}
+        return {key: _moved(item, device, downcast_float64, count) for key, item in value.items()}
     return value
 
 
-def prepare_model(model, spec: DeviceSpec):
-    """Move `model` to the side's device, applying the precision policy to its weights."""
+def move_to(value: Any, device, downcast_float64: bool = False, side_name: str | None = None) -> Any:
+    """`value` with every tensor inside (tuples, lists, dicts) moved to `device`.
+
+    Tensors downcast from float64 are counted for `side_name` (default: the current side) when
+    compare tracks effects.
+    """
+    count = [0]
+    moved = _moved(value, device, downcast_float64, count)
+    _record(side_name, downcasts=count[0])
+    return moved
+
+
+def prepare_model(model, spec: DeviceSpec, side_name: str | None = None):
+    """Move `model` to the side's device, applying the precision policy to its weights.
+
+    Parameters and buffers downcast from float64 are counted for `side_name` (default: the
+    current side) when compare tracks effects.
+    """
     import torch
 
-    if spec.precision == "fp32":
+    downcasts = 0
+    if spec.downcasts_float64:
         for module in model.modules():
             for name, parameter in list(module.named_parameters(recurse=False)):
                 if parameter.dtype == torch.float64:
                     parameter.data = parameter.data.to(torch.float32)
+                    downcasts += 1
             for name, buffer in list(module.named_buffers(recurse=False)):
                 if buffer is not None and buffer.dtype == torch.float64:
                     module._buffers[name] = buffer.to(torch.float32)
+                    downcasts += 1
+    _record(side_name, downcasts=downcasts)
     return model.to(spec.device)
 
 
 @contextlib.contextmanager
-def precision_context(spec: DeviceSpec) -> Iterator[None]:
-    """Autocast for bf16/fp16 policies; nothing otherwise. Refuses a device without autocast."""
+def precision_context(spec: DeviceSpec, side_name: str | None = None) -> Iterator[None]:
+    """Autocast for bf16/fp16 policies; nothing otherwise. Refuses a device without autocast.
+
+    Autocast is recorded for `side_name` (default: the current side) when compare tracks effects.
+    """
     import torch
 
     dtype = spec.autocast_dtype
@@ -189,5 +271,6 @@ def precision_context(spec: DeviceSpec) -> Iterator[None]:
             f"Precision policy {spec.precision!r} needs autocast on {device_type!r}, which failed: {error}. "
             f"Compare {spec.backend_name!r} without a precision suffix, or pick a backend with autocast."
         ) from error
+    _record(side_name, autocast=True)
     with context:
         yield

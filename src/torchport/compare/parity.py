@@ -89,7 +89,7 @@ def call_model(model, inputs: Any):
 def _allowed_dtype(spec: DeviceSpec) -> str | None:
     if spec.precision in ("bf16", "fp16"):
         return spec.compute_dtype_name
-    if spec.precision == "fp32":
+    if spec.downcasts_float64:
         return "float32"
     return None
 
@@ -136,12 +136,12 @@ def _compare_tensors(
 def _run_side(model, inputs: Any, spec: DeviceSpec, side_name: str, per_op: bool) -> tuple[list[Record], Any]:
     import torch
 
-    device_inputs = move_to(inputs, spec.device, downcast_float64=spec.precision == "fp32")
+    device_inputs = move_to(inputs, spec.device, downcast_float64=spec.downcasts_float64, side_name=side_name)
     # Record host tensors without copying them first; if the model changed one in place after it
     # was recorded, run again with copies.
     for clone_host in (False, True):
         with torch.no_grad(), side(side_name), capture(model, per_op=per_op, clone_host=clone_host) as recorder:
-            with precision_context(spec):
+            with precision_context(spec, side_name):
                 output = call_model(model, device_inputs)
             spec.backend.synchronize()
         if not recorder.mutated:
@@ -169,7 +169,7 @@ def run_parity(
     for side_name, spec in (("reference", reference), ("target", target)):
         if progress:
             progress(f"parity forward on {side_name} ({spec.label})")
-        side_model = prepare_model(copy.deepcopy(model), spec).eval()
+        side_model = prepare_model(copy.deepcopy(model), spec, side_name).eval()
         records[side_name], _ = _run_side(side_model, inputs, spec, side_name, per_op)
         del side_model
     reference_records = {record.key: record for record in records["reference"]}

@@ -170,14 +170,15 @@ def measure_side(
 
     call = call or call_model
     backend = spec.backend
-    prepared = prepare_model(copy.deepcopy(model), spec).eval()
+    prepared = prepare_model(copy.deepcopy(model), spec, side_name).eval()
     runnable = torch.compile(prepared) if compile_model else prepared
     result = SidePerformance(device=spec.label, compiled=compile_model)
     for batch_size in batch_sizes:
-        inputs = move_to(inputs_for(batch_size), spec.device, downcast_float64=spec.precision == "fp32")
+        inputs = move_to(inputs_for(batch_size), spec.device, downcast_float64=spec.downcasts_float64,
+                         side_name=side_name)
 
         def forward():
-            with precision_context(spec):
+            with precision_context(spec, side_name):
                 return call(runnable, inputs)
 
         with torch.no_grad(), side(side_name):

@@ -48,6 +48,8 @@ class CompareResult:
     regressions: list[Any] = field(default_factory=list)
     baseline: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    #: What each side's precision policy changed ('reference'/'target' -> SideEffects); not in the JSON.
+    side_effects: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -55,8 +57,13 @@ class CompareResult:
         """Why the comparison does not pass (empty when it does)."""
         reasons = []
         if self.self_comparison:
-            reasons.append(f"self-comparison: reference and target are both {self.reference!r}; "
-                           "compare two different devices or precision policies")
+            if self.reference == self.target:
+                reasons.append(f"self-comparison: reference and target are both {self.reference!r}; "
+                               "compare two different devices or precision policies")
+            else:
+                reasons.append(f"self-comparison: {self.reference!r} and {self.target!r} ran the same computation "
+                               "on one backend (no tensor downcast, no autocast on either side); compare two "
+                               "different devices, or a policy that changes this model (e.g. bf16)")
         if self.parity is not None and not self.parity.passed:
             failed = len(self.parity.failed_nodes)
             first = self.parity.first_divergence

@@ -97,15 +97,15 @@ def _train_side(model, spec: DeviceSpec, side_name: str, batches: list, training
                 progress: Callable[[str], None] | None):
     import torch
 
-    model = prepare_model(model, spec).train()
+    model = prepare_model(model, spec, side_name).train()
     optimizer = optimizer_factory(model.parameters())
     losses, norms = [], []
     for step, batch in enumerate(batches):
         torch.manual_seed(seed + step)
-        device_batch = move_to(batch, spec.device, downcast_float64=spec.precision == "fp32")
+        device_batch = move_to(batch, spec.device, downcast_float64=spec.downcasts_float64, side_name=side_name)
         optimizer.zero_grad(set_to_none=True)
         with side(side_name):
-            with precision_context(spec):
+            with precision_context(spec, side_name):
                 loss = training_step(model, device_batch)
             try:
                 loss.backward()

@@ -1,4 +1,4 @@
 """Renderings of a CompareResult: JSON (with a published schema), Markdown for pull requests, and a
 self-contained HTML page with plots."""
 
-__all__ = ["json_report", "markdown", "html", "plots"]
+__all__ = ["json_report", "markdown", "html", "plots", "atomic"]

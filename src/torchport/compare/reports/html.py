@@ -31,7 +31,8 @@ def render_html(result) -> str:
 
 
 def write_html(result, path: str | Path) -> Path:
-    """Write the page to `path`."""
+    """Write the page to `path` atomically."""
     path = Path(path)
-    path.write_text(render_html(result), encoding="utf-8")
-    return path
+    from torchport.compare.reports.atomic import write_text_atomic
+
+    return write_text_atomic(path, render_html(result))

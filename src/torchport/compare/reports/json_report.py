@@ -72,7 +72,8 @@ def validate(document: dict[str, Any]) -> None:
 
 
 def write_json(result, path: str | Path) -> Path:
-    """Write the document to `path`."""
+    """Write the document to `path` atomically."""
     path = Path(path)
-    path.write_text(json.dumps(to_document(result), indent=2) + "\n", encoding="utf-8")
-    return path
+    from torchport.compare.reports.atomic import write_text_atomic
+
+    return write_text_atomic(path, json.dumps(to_document(result), indent=2) + "\n")

@@ -109,7 +109,8 @@ def render_markdown(result, failing_rows: int = 10) -> str:
 
 
 def write_markdown(result, path: str | Path) -> Path:
-    """Write the summary to `path`."""
+    """Write the summary to `path` atomically."""
     path = Path(path)
-    path.write_text(render_markdown(result), encoding="utf-8")
-    return path
+    from torchport.compare.reports.atomic import write_text_atomic
+
+    return write_text_atomic(path, render_markdown(result))
