@@ -41,7 +41,7 @@ def measure(model, inputs, reference_text: str, target_text: str, repeats: int) 
         with torch.no_grad():
             for spec, side_model in placed:
                 with precision_context(spec):
-                    call_model(side_model, move_to(inputs, spec.device, spec.precision == "fp32"))
+                    call_model(side_model, move_to(inputs, spec.device, spec.downcasts_float64))
                 spec.backend.synchronize()
 
     def parity_run():

@@ -6,13 +6,17 @@ import time
 import torch
 
 accelerator = torch.accelerator.current_accelerator()
-device = accelerator if accelerator is not None else torch.device("cpu")
+# The CUDA program names its device with a string; the hand port keeps that form.
+device = accelerator.type if accelerator is not None else "cpu"
 x = torch.zeros(4, device=device)
 step = torch.ones(4, device=device)
 began = time.perf_counter()
 for _ in range(10_000):
     x = torch.add(x, step)
     x = x * 0.5
+    # device-carrying calls, the ones retargeting rewrites
+    x = x + torch.ones(4, device=device)
+    x = x.to(device)
 if accelerator is not None:
     torch.accelerator.synchronize()
 print(f"seconds={time.perf_counter() - began!r}")

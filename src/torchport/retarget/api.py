@@ -47,14 +47,15 @@ def resolve_options(device=None, precision=None, strict=None, scope=None, report
     return {"device": device, "precision": precision, "strict": strict, "scope": scope, "report": report}
 
 
-def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bool = False,
+def activate(device: str | backends.Backend = "auto", scope=(), precision: str = "auto", strict: bool = False,
              report: str | None = None) -> state.Retarget:
     """Retarget every module imported from now on whose file lies under `scope`.
 
+    `device` is a backend name or alias, or a Backend instance (check passes one bound to a profile).
     Returns the active Retarget. Activating twice with the same device widens the scope; with a
     different device it is an error (one target per process).
     """
-    backend = backends.resolve(device)
+    backend = device if isinstance(device, backends.Backend) else backends.resolve(device)
     existing = state.current()
     if existing is not None:
         if existing.backend.name != backend.name or existing.precision != precision:
@@ -81,7 +82,7 @@ def activate(device: str = "auto", scope=(), precision: str = "auto", strict: bo
     RetargetLoader.builtins_namespace = proxy.build_builtins(facades)
     RetargetLoader.helper = runtime
     sys.meta_path.insert(0, RetargetFinder(retarget.scope))
-    spawn.install(device, precision, strict, retarget.scope)
+    spawn.install(backend.name, precision, strict, retarget.scope)
     return retarget
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "register_site",
     "map_device",
     "to",
+    "to1",
     "cuda",
     "pin_memory",
     "record_stream",
@@ -43,6 +44,7 @@ _Storages = (torch.UntypedStorage, torch.TypedStorage)
 def bind(retarget: Retarget | None) -> None:
     global _rt
     _rt = retarget
+    _mapped_strings.clear()
     if retarget is not None:
         retarget.recorder.site_table = (SITES, HITS)
 
@@ -57,33 +59,54 @@ def _hit(site: int) -> None:
     HITS[site] += 1
 
 
+_mapped_strings: dict[str, str] = {}
+
+
 def map_device(value, site: int | None = None):
     """'cuda', 'cuda:N', torch.device('cuda', N) or an int ordinal -> the target; else unchanged."""
     value_type = value.__class__
     if value_type is str:
-        mapped = _rt.map_string(value)
+        mapped = _mapped_strings.get(value)
+        if mapped is None:
+            mapped = _mapped_strings[value] = _rt.map_string(value)
         if site is not None and mapped != value:
-            _hit(site)
+            HITS[site] += 1
         return mapped
     if value_type is _device_type:
         if value.type != "cuda":
             return value
         if site is not None:
-            _hit(site)
+            HITS[site] += 1
         return _rt.device(value.index)
     if value_type is int:
         if site is not None:
-            _hit(site)
+            HITS[site] += 1
         return _rt.device(value)
     return value
+
+
+def to1(site: int, obj, value):
+    """`obj.to(value)`, the common one-argument form, without argument packing."""
+    if value.__class__ is str:
+        mapped = _mapped_strings.get(value)
+        if mapped is None:
+            mapped = map_device(value)
+        if mapped != value:
+            HITS[site] += 1
+        return obj.to(mapped)
+    return obj.to(map_device(value, site))
 
 
 def to(site: int, obj, *args, **kwargs):
     """`obj.to(...)` with a CUDA device argument mapped to the target."""
     if args:
         first = args[0]
-        if first.__class__ in (str, int, _device_type):
-            args = (map_device(first, site), *args[1:])
+        first_type = first.__class__
+        if first_type is str or first_type is _device_type or first_type is int:
+            if kwargs or len(args) > 1:
+                args = (map_device(first, site), *args[1:])
+            else:
+                return obj.to(map_device(first, site))
     if "device" in kwargs:
         kwargs["device"] = map_device(kwargs["device"], site)
     return obj.to(*args, **kwargs)
@@ -135,6 +158,13 @@ def is_cuda(site: int, obj):
 
 def device(site: int, value):
     """A `device=` / `device_id=` / `output_device=` keyword value."""
+    if value.__class__ is str:
+        mapped = _mapped_strings.get(value)
+        if mapped is None:
+            mapped = map_device(value)
+        if mapped != value:
+            HITS[site] += 1
+        return mapped
     return map_device(value, site)
 
 

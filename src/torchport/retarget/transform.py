@@ -62,6 +62,8 @@ class _Rewriter(ast.NodeTransformer):
             if isinstance(receiver, ast.Name) and receiver.id in {"torch", "nn", "F"}:
                 return node
             helper = REWRITTEN_METHODS[function.attr]
+            if helper == "to" and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
+                helper = "to1"  # the common form, called without argument packing
             return self._helper_call(helper, node, f".{function.attr}()", [receiver, *node.args], node.keywords)
         return node
 
