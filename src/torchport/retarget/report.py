@@ -103,13 +103,10 @@ class Recorder:
         if world_size > 1:
             stem, extension = os.path.splitext(path)
             path = f"{stem}.rank{os.environ.get('RANK', '0')}{extension}"
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        temporary = f"{path}.tmp-{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(self.to_dict(), handle, indent=2)
-            handle.write("\n")
-        os.replace(temporary, path)
+        from torchport.fileio import atomic_write
+
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def summary(self) -> str:
         data = self.to_dict()

@@ -33,6 +33,7 @@ def render_html(result) -> str:
 def write_html(result, path: str | Path) -> Path:
     """Write the page to `path` atomically."""
     path = Path(path)
-    from torchport.compare.reports.atomic import write_text_atomic
+    from torchport.fileio import atomic_write
 
-    return write_text_atomic(path, render_html(result))
+    atomic_write(path, render_html(result))
+    return path

@@ -74,6 +74,7 @@ def validate(document: dict[str, Any]) -> None:
 def write_json(result, path: str | Path) -> Path:
     """Write the document to `path` atomically."""
     path = Path(path)
-    from torchport.compare.reports.atomic import write_text_atomic
+    from torchport.fileio import atomic_write
 
-    return write_text_atomic(path, json.dumps(to_document(result), indent=2) + "\n")
+    atomic_write(path, json.dumps(to_document(result), indent=2) + "\n")
+    return path

@@ -111,6 +111,7 @@ def render_markdown(result, failing_rows: int = 10) -> str:
 def write_markdown(result, path: str | Path) -> Path:
     """Write the summary to `path` atomically."""
     path = Path(path)
-    from torchport.compare.reports.atomic import write_text_atomic
+    from torchport.fileio import atomic_write
 
-    return write_text_atomic(path, render_markdown(result))
+    atomic_write(path, render_markdown(result))
+    return path
