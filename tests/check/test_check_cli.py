@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import torch
 from torch import nn
@@ -83,3 +85,34 @@ def test_target_flag_and_environment_conflict_like_scan(tmp_path):
     result = run_cli("--target", "xla", "--output-format", "json", "--output", str(output), str(script),
                      env={"TORCHPORT_TARGET": "xla"})
     assert result.returncode in (0, 1), result.stderr
+
+
+USER_PROFILE_SCRIPT = """
+import torch
+print("memory", torch.cuda.get_device_properties(0).total_memory)
+try:
+    torch.ones(2, dtype=torch.float64, device="cuda")
+    print("float64 accepted")
+except Exception as error:
+    print("float64 refused:", error)
+"""
+
+
+@pytest.mark.parametrize("own_names", ["", "name: mychip\ntitle: My chip\n",
+                                       "name: mychip\ntitle: My chip\nemulated_name: mychip-emulated\n"])
+def test_check_follows_a_user_profile_that_extends_a_builtin_one(tmp_path, own_names):
+    profile = tmp_path / "mychip.yaml"
+    profile.write_text(
+        "extends: neuron\n" + own_names + "memory_bytes: 123456789\n"
+        "dtypes:\n  float64: {status: refused, source: my manual, message: no float64 on my chip}\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(USER_PROFILE_SCRIPT)
+    output = tmp_path / "r.json"
+    result = run_cli("--target", str(profile), "--output-format", "json", "--output", str(output), str(script))
+    assert result.returncode in (0, 1), result.stderr
+    assert "memory 123456789" in result.stdout
+    assert "float64 refused: no float64 on my chip" in result.stdout
+    report = json.loads(output.read_text())
+    assert report["memory"]["target_bytes"] == 123456789
+    assert report["target"]["name"] == ("mychip" if own_names else "neuron")

@@ -53,12 +53,38 @@ class EmulatedBackend(Backend):
         self.prepare()
         return EMULATED_DEVICE_TYPE
 
+    #: The Profile object this backend follows, for a backend made by `for_profile`; the registered
+    #: backends leave it None and load their profile by name.
+    bound_profile: ClassVar[object | None] = None
+
+    @classmethod
+    def for_profile(cls, profile) -> EmulatedBackend:
+        """An (unregistered) emulated backend that follows `profile` itself, e.g. a user's YAML file.
+
+        It is named after the profile's `emulated_name` and keeps that profile active even where the
+        name is a built-in one ('extends: neuron' inherits 'neuron-emulated').
+        """
+        attributes = {
+            "name": profile.emulated_name,
+            "profile_name": profile.name,
+            "bound_profile": profile,
+            "description": profile.title,
+            "device_type": EmulatedBackend.__dict__["device_type"],
+            "__module__": __name__,
+        }
+        backend = type(f"{profile.name.capitalize()}ProfileEmulatedBackend", (cls,), attributes)()
+        backend.__dict__["_profile"] = profile  # what Backend.profile() returns, not a reload by name
+        return backend
+
     def prepare(self):
         """Register the emulated device (once per process) and make this backend's profile active."""
         from torchport.check import device
 
         profile = device.active_profile()
-        if profile is None or profile.name != self.profile_name:
+        if self.bound_profile is not None:
+            if profile is not self.bound_profile:
+                profile = device.activate(self.bound_profile)
+        elif profile is None or profile.name != self.profile_name:
             profile = device.activate(self.profile_name)
         return profile
 

@@ -174,12 +174,16 @@ def check_script(script: str, arguments: list[str], target: str = "neuron") -> R
     """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report."""
     import os
 
+    from torchport.backends.emulated import EmulatedBackend
     from torchport.retarget.api import activate
     from torchport.retarget.runner import run_script
 
     profile = device.activate(target)
     census = Census(profile)
-    retarget = activate(profile.emulated_name, scope=[os.path.dirname(os.path.abspath(script))], precision="keep")
+    # The backend follows this Profile object, so a user's YAML is what the device behaves like even
+    # when it keeps or inherits a built-in emulated_name.
+    backend = EmulatedBackend.for_profile(profile)
+    retarget = activate(backend, scope=[os.path.dirname(os.path.abspath(script))], precision="keep")
     saved_argv = list(sys.argv)
     saved_path = list(sys.path)
     try:
