@@ -116,3 +116,14 @@ def test_check_follows_a_user_profile_that_extends_a_builtin_one(tmp_path, own_n
     report = json.loads(output.read_text())
     assert report["memory"]["target_bytes"] == 123456789
     assert report["target"]["name"] == ("mychip" if own_names else "neuron")
+
+
+def test_a_program_that_fails_on_the_target_is_never_ready(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text("import torch\nx = torch.ones(2).cuda()\nraise ValueError('boom')\n")
+    result = run_cli("--target", "neuron", "--output-format", "json", "--output", str(tmp_path / "r.json"), str(script))
+    assert result.returncode == 1
+    assert "ValueError: boom" in result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["script_exit_code"] == 1
+    assert report["verdict"].startswith("blocked: the program failed")

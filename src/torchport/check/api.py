@@ -194,4 +194,10 @@ def check_script(script: str, arguments: list[str], target: str = "neuron") -> R
         sys.path[:] = saved_path
     report = build_report(census, numeric_effect=None, buckets=None, workload=script)
     report.data["script_exit_code"] = exit_code
+    if exit_code != 0:
+        # A program that fails on the target is not ready, whatever the census says.
+        report.data["verdict"] = (
+            f"blocked: the program failed on the emulated target with exit code {exit_code} "
+            "(its traceback is printed above)"
+        )
     return report
