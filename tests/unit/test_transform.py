@@ -39,13 +39,13 @@ def _rewritten_helpers(source: str) -> dict[int, set[str]]:
 def test_each_device_carrying_site_is_rewritten_on_its_own_line():
     found = _rewritten_helpers(SOURCE)
     assert found[2] == {"cuda"}
-    assert found[3] == {"device"}
-    assert found[4] == {"to"}
+    assert found[3] == {"map_device"}
+    assert found[4] == {"map_device"}  # the .to() argument is mapped in place
     assert found[5] == {"map_location"}
     assert found[6] == {"device_ids", "output_device"}
     assert found[7] == {"is_cuda"}
     assert found[8] == {"pin_flag"}
-    assert found[9] == {"to1"}  # one argument: no packing; a dtype passes through untouched
+    assert found[9] == {"map_device"}  # a dtype passes through map_device untouched
     assert 10 not in found and 1 not in found
 
 
@@ -62,8 +62,7 @@ def test_runtime_maps_only_what_means_cuda():
         assert runtime.device_ids(site, [0, 1]) is None  # DDP on the CPU wants None
         assert runtime.to(site, torch.ones(2), "cuda").device.type == "cpu"
         assert runtime.to(site, torch.ones(2), torch.float16).dtype == torch.float16
-        assert runtime.to1(site, torch.ones(2), "cuda:0").device.type == "cpu"
-        assert runtime.to1(site, torch.ones(2), torch.float16).dtype == torch.float16
+        assert runtime.map_device(torch.ones(2), site).shape == (2,)  # `x.to(other)` passes through
         mapped = runtime.map_location(site, {"cuda:0": "cuda:1"})
         assert mapped == {"cuda:0": "cpu"}
     finally:

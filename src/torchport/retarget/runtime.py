@@ -17,12 +17,10 @@ __all__ = [
     "register_site",
     "map_device",
     "to",
-    "to1",
     "cuda",
     "pin_memory",
     "record_stream",
     "is_cuda",
-    "device",
     "output_device",
     "map_location",
     "device_ids",
@@ -39,14 +37,17 @@ _Module = torch.nn.Module
 _device_type = torch.device
 _PackedSequence = torch.nn.utils.rnn.PackedSequence
 _Storages = (torch.UntypedStorage, torch.TypedStorage)
+#: The active Retarget's cache of mapped device strings (bound by `bind`).
+_mapped_strings: dict[str, str] = {}
 
 
 def bind(retarget: Retarget | None) -> None:
-    global _rt
+    global _rt, _mapped_strings
     _rt = retarget
-    _mapped_strings.clear()
     if retarget is not None:
         retarget.recorder.site_table = (SITES, HITS)
+        # The retarget's own cache of mapped strings, read here without a method call.
+        _mapped_strings = retarget.mapped_strings
 
 
 def register_site(filename: str, lineno: int, api: str) -> int:
@@ -59,16 +60,13 @@ def _hit(site: int) -> None:
     HITS[site] += 1
 
 
-_mapped_strings: dict[str, str] = {}
-
-
 def map_device(value, site: int | None = None):
     """'cuda', 'cuda:N', torch.device('cuda', N) or an int ordinal -> the target; else unchanged."""
     value_type = value.__class__
     if value_type is str:
         mapped = _mapped_strings.get(value)
         if mapped is None:
-            mapped = _mapped_strings[value] = _rt.map_string(value)
+            mapped = _rt.map_string(value)
         if site is not None and mapped != value:
             HITS[site] += 1
         return mapped
@@ -85,20 +83,8 @@ def map_device(value, site: int | None = None):
     return value
 
 
-def to1(site: int, obj, value):
-    """`obj.to(value)`, the common one-argument form, without argument packing."""
-    if value.__class__ is str:
-        mapped = _mapped_strings.get(value)
-        if mapped is None:
-            mapped = map_device(value)
-        if mapped != value:
-            HITS[site] += 1
-        return obj.to(mapped)
-    return obj.to(map_device(value, site))
-
-
 def to(site: int, obj, *args, **kwargs):
-    """`obj.to(...)` with a CUDA device argument mapped to the target."""
+    """`obj.to(*args, **kwargs)` (unpacked arguments the rewriter cannot see) with a CUDA device mapped."""
     if args:
         first = args[0]
         first_type = first.__class__
@@ -154,18 +140,6 @@ def is_cuda(site: int, obj):
         _hit(site)
         return obj.device.type == _rt.type
     return obj.is_cuda
-
-
-def device(site: int, value):
-    """A `device=` / `device_id=` / `output_device=` keyword value."""
-    if value.__class__ is str:
-        mapped = _mapped_strings.get(value)
-        if mapped is None:
-            mapped = map_device(value)
-        if mapped != value:
-            HITS[site] += 1
-        return mapped
-    return map_device(value, site)
 
 
 def output_device(site: int, value):

@@ -38,7 +38,7 @@ class Retarget:
     def __post_init__(self) -> None:
         self.type = self.backend.device_type
         self.accelerator = self.backend.is_accelerator()
-        self._string_cache: dict[str, str] = {}
+        self.mapped_strings: dict[str, str] = {}  # read directly by the runtime's hot path
         self._device_cache: dict[int | None, object] = {}
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
@@ -56,7 +56,7 @@ class Retarget:
     def map_string(self, value: str) -> str:
         """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
         try:
-            return self._string_cache[value]
+            return self.mapped_strings[value]
         except KeyError:
             match = _CUDA_STRING.match(value.strip())
             if match is None:
@@ -64,7 +64,7 @@ class Retarget:
             else:
                 index = match.group(1)
                 mapped = str(self.device(int(index) if index is not None else None))
-            self._string_cache[value] = mapped
+            self.mapped_strings[value] = mapped
             return mapped
 
     def index(self, ordinal: int) -> int | None:

@@ -24,8 +24,8 @@ REWRITTEN_METHODS = {
 }
 #: keyword -> runtime helper wrapping its value, in any call.
 REWRITTEN_KEYWORDS = {
-    "device": "device",
-    "device_id": "device",
+    "device": "map_device",
+    "device_id": "map_device",
     "output_device": "output_device",
     "map_location": "map_location",
     "device_ids": "device_ids",
@@ -45,7 +45,10 @@ class _Rewriter(ast.NodeTransformer):
         site = runtime.register_site(self.filename, getattr(node, "lineno", 0), api)
         self.count += 1
         function = ast.Attribute(value=ast.Name(id=HELPER, ctx=ast.Load()), attr=helper, ctx=ast.Load())
-        call = ast.Call(func=function, args=[ast.Constant(site), *arguments], keywords=list(keywords))
+        if helper == "map_device":  # the hot one: map_device(value, site), no wrapper in between
+            call = ast.Call(func=function, args=[*arguments, ast.Constant(site)], keywords=list(keywords))
+        else:
+            call = ast.Call(func=function, args=[ast.Constant(site), *arguments], keywords=list(keywords))
         return ast.copy_location(call, node)
 
     def visit_Call(self, node: ast.Call):
@@ -62,8 +65,14 @@ class _Rewriter(ast.NodeTransformer):
             if isinstance(receiver, ast.Name) and receiver.id in {"torch", "nn", "F"}:
                 return node
             helper = REWRITTEN_METHODS[function.attr]
-            if helper == "to" and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
-                helper = "to1"  # the common form, called without argument packing
+            if helper == "to" and node.args and not isinstance(node.args[0], ast.Starred):
+                # `x.to(device, ...)`: map the first argument in place and keep the call as written
+                # (a dtype or a tensor passes through map_device unchanged).
+                node.args[0] = self._helper_call("map_device", node.args[0], ".to()", [node.args[0]])
+                return node
+            if helper == "to" and not any(isinstance(argument, ast.Starred) for argument in node.args) \
+                    and all(keyword.arg is not None for keyword in node.keywords):
+                return node  # keywords only: `device=` was mapped above
             return self._helper_call(helper, node, f".{function.attr}()", [receiver, *node.args], node.keywords)
         return node
 
