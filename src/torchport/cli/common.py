@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from torchport.errors import UsageError
 
@@ -23,22 +24,38 @@ def target_setting(flag: str | None) -> str | None:
     return flag or environment
 
 
-def check_output_path(path: str | None) -> None:
-    """Fail before any work when the report could not be written to `path` (--output)."""
+def check_output_path(path: str | None, inputs: Iterable[str] = (), flag: str = "--output") -> None:
+    """Fail before any work when the report could not be written to `path`, or would replace one of
+    `inputs` (the files the command reads)."""
     if not path:
         return
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(
             f"Cannot write the report to {path!r}: folder {folder!r} does not exist. "
-            "Create it first or pass another --output path."
+            f"Create it first or pass another {flag} path."
         )
     if os.path.isdir(path):
-        raise UsageError(f"Cannot write the report to {path!r}: it is a folder. Pass a file path to --output.")
+        raise UsageError(f"Cannot write the report to {path!r}: it is a folder. Pass a file path to {flag}.")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(
-            f"Cannot write the report to {path!r}: folder {folder!r} is not writable. Pass another --output path."
+            f"Cannot write the report to {path!r}: folder {folder!r} is not writable. Pass another {flag} path."
         )
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise UsageError(
+            f"Cannot write the report to {path!r}: it exists and is not a regular file. Pass another {flag} path."
+        )
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
+        raise UsageError(
+            f"Cannot write the report to {path!r}: the file is read-only. Make it writable or pass another {flag} path."
+        )
+    real = os.path.realpath(path)
+    for source in inputs:
+        if os.path.isfile(source) and os.path.realpath(source) == real:
+            raise UsageError(
+                f"{flag} {path!r} is also an input ({source!r}); writing the report there would replace it. "
+                f"Pass another {flag} path."
+            )
 
 
 def write_output(path: str, content: str) -> None:

@@ -42,6 +42,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output-format", choices=["text", "json", "sarif"], default="text")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when any file could not be parsed (not parsed is not checked)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="where the result cache lives (default ~/.cache/torchport)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
@@ -54,6 +56,20 @@ def check_paths(paths: list[str]) -> list[str]:
         if not os.path.lexists(path):
             raise UsageError(f"Path {path!r} does not exist. Pass existing files or directories (default: .).")
     return paths
+
+
+def _scanned_inputs(paths: list[str], output: str | None) -> list[str]:
+    """The inputs --output must not replace: the named files, and the output itself when it is an
+    existing file the scan of a named folder would read."""
+    if not output or not os.path.isfile(output):
+        return list(paths)
+    from torchport.scan.files import file_kind
+
+    real = os.path.realpath(output)
+    under_a_folder = any(
+        os.path.isdir(path) and real.startswith(os.path.realpath(path) + os.sep) for path in paths
+    )
+    return [*paths, output] if under_a_folder and file_kind(output) is not None else list(paths)
 
 
 def resolve_selection(args, config) -> set[str]:
@@ -88,7 +104,7 @@ def run(args) -> int:
     from torchport.scan.runner import DEFAULT_MAX_FILE_BYTES, scan_paths
 
     paths = check_paths(args.paths)
-    check_output_path(args.output)
+    check_output_path(args.output, _scanned_inputs(paths, args.output))
     config = load_config(args.config, paths[0])
     codes = resolve_selection(args, config)
     target = _resolve_target(args.target, config.target)
@@ -113,4 +129,4 @@ def run(args) -> int:
         sys.stdout.write(text)
     if args.exit_zero:
         return 0
-    return 1 if report.findings else 0
+    return 1 if report.findings or (args.strict and report.not_parsed) else 0

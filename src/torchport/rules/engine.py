@@ -221,15 +221,21 @@ def _pruned_source(source: bytes, positions: list[int]) -> bytes | None:
 
 
 def _suppressed(finding: Finding, line_text: str) -> bool:
+    codes = _noqa_codes(line_text)
+    return codes is not None and (not codes or finding.code in codes)
+
+
+@lru_cache(maxsize=64)
+def _noqa_codes(line_text: str) -> frozenset[str] | None:
+    """The codes a `# noqa` on the line suppresses (empty: all), or None without one. Cached, so
+    thousands of findings on one long line read it once, not once each."""
     if "noqa" not in line_text.lower():
-        return False
+        return None
     match = NOQA_PATTERN.search(line_text)
     if match is None:
-        return False
+        return None
     codes = match.group("codes")
-    if not codes:
-        return True
-    return finding.code in {code.strip().upper() for code in codes.split(",")}
+    return frozenset(code.strip().upper() for code in codes.split(",")) if codes else frozenset()
 
 
 def _describe_syntax_error(error: SyntaxError, text: str) -> str:

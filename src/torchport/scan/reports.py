@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from torchport import __version__
+from torchport.display import terminal_safe
 from torchport.rules.base import TARGETS, Finding, FixSafety, Rule, Severity
 from torchport.rules.registry import all_rules
 
@@ -44,7 +45,9 @@ def build_report(result, codes: set[str], target: str) -> Report:
 
 
 def readiness(report: Report) -> dict[str, dict]:
-    """Per target: counts by severity and a verdict (blocked / needs work / ready)."""
+    """Per target: counts by severity and a verdict (blocked / needs work / not checked / ready).
+
+    A file that was not parsed was not checked: with one, no target is called ready."""
     verdicts = {}
     for target in TARGETS:
         counts = Counter()
@@ -56,9 +59,12 @@ def readiness(report: Report) -> dict[str, dict]:
             verdict = "blocked"
         elif counts["warning"]:
             verdict = "needs work"
+        elif report.not_parsed:
+            verdict = "not checked"
         else:
             verdict = "ready"
-        verdicts[target] = {"verdict": verdict, **{level: counts[level] for level in ("error", "warning", "info")}}
+        verdicts[target] = {"verdict": verdict, **{level: counts[level] for level in ("error", "warning", "info")},
+                            "not_parsed": len(report.not_parsed)}
     return verdicts
 
 
@@ -75,12 +81,13 @@ def render_text(report: Report) -> str:
     for finding, severity in report.findings:
         by_file[finding.path].append((finding, severity))
     for path, items in by_file.items():
-        lines.append(path)
+        lines.append(terminal_safe(path))
         for finding, severity in items:
             rule = report.rules[finding.code]
-            lines.append(f"  {finding.line}:{finding.column + 1}  {finding.code} {severity.value:<7} {finding.message}")
+            message = terminal_safe(finding.message)
+            lines.append(f"  {finding.line}:{finding.column + 1}  {finding.code} {severity.value:<7} {message}")
             if finding.source_line:
-                lines.append(f"      | {finding.source_line}")
+                lines.append(f"      | {terminal_safe(finding.source_line)}")
             hint = rule.fix_title
             if finding.fix:
                 hint += f"  [{finding.fix.safety.value} fix available]"
@@ -89,7 +96,7 @@ def render_text(report: Report) -> str:
     if report.not_parsed:
         lines.append(f"Not parsed ({len(report.not_parsed)}):")
         for path, reason in sorted(report.not_parsed.items()):
-            lines.append(f"  {path}: {reason}")
+            lines.append(f"  {terminal_safe(path)}: {terminal_safe(reason)}")
         lines.append("")
     severities = Counter(severity.value for _, severity in report.findings)
     file_count = len(by_file)
@@ -97,6 +104,8 @@ def render_text(report: Report) -> str:
         f"{len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} in {file_count} "
         f"file{'s' if file_count != 1 else ''} ({report.files} files, {report.lines} lines scanned; target: {report.target})"
     )
+    if report.not_parsed:
+        lines.append(f"  {len(report.not_parsed)} not parsed, so not checked (listed above); --strict makes that exit 1")
     if report.findings:
         lines.append("  by severity: " + ", ".join(f"{level} {severities[level]}" for level in ("error", "warning", "info")))
         lines.append("  by rule:")
@@ -112,7 +121,8 @@ def render_text(report: Report) -> str:
     for target, row in readiness(report).items():
         marker = " <" if target == report.target else ""
         lines.append(
-            f"  {target:<7} {row['verdict']:<11} ({row['error']} errors, {row['warning']} warnings, {row['info']} info){marker}"
+            f"  {target:<7} {row['verdict']:<11} ({row['error']} errors, {row['warning']} warnings, {row['info']} info"
+            f"{', %d not parsed' % row['not_parsed'] if row['not_parsed'] else ''}){marker}"
         )
     return "\n".join(lines) + "\n"
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from torchport import __version__
+from torchport.display import excerpt
 from torchport.rules.base import Finding
 from torchport.rules.engine import FileResult, analyze
 from torchport.rules.registry import all_rules
@@ -27,6 +28,8 @@ __all__ = ["ScanResult", "scan_paths", "default_cache_dir", "DEFAULT_MAX_FILE_BY
 
 #: Files larger than this are reported as not parsed (generated code, data dumps).
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
+#: Bumped when the shape of a cache entry changes, so entries of an older shape are not read.
+_CACHE_FORMAT = 2
 #: Below this many files to analyse, a process pool costs more than it saves.
 _POOL_THRESHOLD = 48
 
@@ -54,7 +57,7 @@ def default_cache_dir() -> Path:
 @lru_cache(maxsize=1)
 def ruleset_fingerprint() -> str:
     """A hash of the rule catalogue's source: any change to a rule invalidates the cache."""
-    digest = hashlib.blake2b(__version__.encode(), digest_size=12)
+    digest = hashlib.blake2b(f"{__version__}:{_CACHE_FORMAT}".encode(), digest_size=12)
     root = Path(__file__).resolve().parent.parent / "rules"
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode())
@@ -62,6 +65,7 @@ def ruleset_fingerprint() -> str:
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=1)
 def _all_codes() -> tuple[str, ...]:
     return tuple(rule.code for rule in all_rules())
 
@@ -75,12 +79,23 @@ def _analyze_path(task: tuple[str, str, int]) -> tuple[str, dict]:
     return path, _result_entry(_analyze_bytes(source, path, kind, max_bytes))
 
 
+def _too_large(size: int, max_bytes: int) -> str:
+    return (
+        f"{size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit for a source file "
+        "(likely generated); raise max-file-size in [tool.torchport] to scan it"
+    )
+
+
 def _analyze_bytes(source: bytes, path: str, kind: str, max_bytes: int) -> FileResult:
     if len(source) > max_bytes:
+        return FileResult(path, error=_too_large(len(source), max_bytes))
+    nul = source.find(b"\x00")
+    if nul >= 0:
         return FileResult(
             path,
-            error=f"{len(source) / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit for a source file "
-            "(likely generated); raise max-file-size in [tool.torchport] to scan it",
+            error=f"contains a NUL byte at offset {nul}: not a text source file (binary or corrupted); "
+            "exclude it or restore the file",
+            lines=source.count(b"\n"),
         )
     try:
         return analyze(source, path, kind, _all_codes())
@@ -93,8 +108,32 @@ def _result_entry(result: FileResult) -> dict:
     for finding in result.findings:
         data = finding.to_dict()
         del data["path"]
+        # A bounded excerpt: thousands of findings on one long line must not repeat the line each.
+        data["source_line"] = excerpt(data.get("source_line") or "", finding.column)
         findings.append(data)
     return {"e": result.error, "f": findings, "n": result.lines}
+
+
+_FINDING_FIELDS = {"line": int, "column": int, "end_line": int, "end_column": int, "message": str, "source_line": str}
+
+
+def _valid_entry(entry) -> bool:
+    """A cache entry of the shape _result_entry writes; anything else (a file edited by hand, an
+    older torchport) is treated as absent and the file is analysed again."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("n"), int) or not isinstance(entry.get("f"), list):
+        return False
+    if entry.get("e") is not None and not isinstance(entry["e"], str):
+        return False
+    codes = set(_all_codes())
+    for item in entry["f"]:
+        if not isinstance(item, dict) or item.get("code") not in codes:
+            return False
+        if not all(isinstance(item.get(key), kind) for key, kind in _FINDING_FIELDS.items()):
+            return False
+        fix = item.get("fix")
+        if fix is not None and not (isinstance(fix, dict) and fix.get("safety") in {"safe", "unsafe"}):
+            return False
+    return True
 
 
 class _Cache:
@@ -106,9 +145,11 @@ class _Cache:
         self.dirty = False
         if self.path and self.path.is_file():
             try:
-                self.entries = json.loads(self.path.read_text())
+                entries = json.loads(self.path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                self.entries = {}
+                entries = {}
+            # A cache file edited or truncated by hand is an empty cache, not an internal error.
+            self.entries = entries if isinstance(entries, dict) else {}
 
     def save(self) -> None:
         if not self.path or not self.dirty:
@@ -152,6 +193,10 @@ def scan_paths(
     keys: dict[str, str] = {}
     for path, kind in discovery.files:
         try:
+            size = os.path.getsize(path)
+            if size > max_file_bytes:  # not read at all: it could be gigabytes
+                result.not_parsed[path] = _too_large(size, max_file_bytes)
+                continue
             source = Path(path).read_bytes()
         except OSError as error:
             result.not_parsed[path] = f"cannot read: {error.strerror or error}"
@@ -159,7 +204,7 @@ def scan_paths(
         key = kind + ":" + hashlib.blake2b(source, digest_size=16).hexdigest()
         keys[path] = key
         cached = cache.entries.get(key) if cache.path else None
-        if cached is not None:
+        if cached is not None and _valid_entry(cached):
             entries[path] = cached
             result.cached_files += 1
         else:
@@ -178,8 +223,7 @@ def scan_paths(
         result.lines += entry["n"]
         if entry["e"]:
             result.not_parsed[path] = entry["e"]
-        for data in entry["f"]:
-            result.findings.append(Finding.from_dict({**data, "path": path}))
+        result.findings.extend(Finding.from_dict({**data, "path": path}) for data in entry["f"])
     return result
 
 
