@@ -99,7 +99,7 @@ def main() -> None:
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
 
-    from torchport.check import device
+    from torchport import emulated as device
     from torchport.check.census import Census
 
     device.activate(arguments.target)

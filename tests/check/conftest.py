@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from torchport.check import device
+from torchport import emulated as device
 
 
 @pytest.fixture

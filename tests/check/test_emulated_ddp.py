@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from torchport.check import device, distributed
+from torchport import emulated as device
+from torchport.emulated import distributed
 from torchport.errors import EmulatedDeviceError
 
 # The model, the data and the training loop, shared by the scripts and the in-process reference.
@@ -50,7 +51,7 @@ EMULATED_SCRIPT = COMMON + textwrap.dedent(
 
     device_type, backend, out = sys.argv[1], sys.argv[2], sys.argv[3]
     if device_type == "emulated":
-        from torchport.check import device
+        from torchport import emulated as device
 
         device.activate("neuron")
     dist.init_process_group(backend)

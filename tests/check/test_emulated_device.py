@@ -11,7 +11,7 @@ import torch
 import torch.nn.attention
 from torch import nn
 
-from torchport.check import device
+from torchport import emulated as device
 from torchport.errors import EmulatedDeviceError
 
 EMULATED = device.DEVICE_TYPE

@@ -43,7 +43,7 @@ class EmulatedBackend(Backend):
     # The emulator computes synchronously on the host: no device events or streams to hand out.
     native_events = False
     native_streams = False
-    # gloo registered for the CPU and the emulated device (torchport/check/distributed.py); the
+    # gloo registered for the CPU and the emulated device (torchport/emulated/distributed.py); the
     # emulated device's collective kernels hand gloo CPU views of the device bytes.
     dist_backend = "emulated"
 
@@ -78,7 +78,7 @@ class EmulatedBackend(Backend):
 
     def prepare(self):
         """Register the emulated device (once per process) and make this backend's profile active."""
-        from torchport.check import device
+        from torchport import emulated as device
 
         profile = device.active_profile()
         if self.bound_profile is not None:
@@ -140,7 +140,7 @@ class EmulatedBackend(Backend):
 
     def memory_stat(self, stat: str, index: int | None = None) -> int:
         self.prepare()
-        from torchport.check import device
+        from torchport import emulated as device
 
         stats = {
             "memory_allocated": device.memory_allocated,
@@ -153,7 +153,7 @@ class EmulatedBackend(Backend):
 
     def reset_peak_memory_stats(self, index: int | None = None) -> None:
         self.prepare()
-        from torchport.check import device
+        from torchport import emulated as device
 
         device.reset_peak_memory_stats()
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from torchport.check import device
+from torchport import emulated as device
 from torchport.check.bucketing import suggest_buckets
 from torchport.check.census import Census
 from torchport.check.report import Report, build_report

@@ -106,10 +106,10 @@ class Census:
         self._graph_length += 1
         self._graph_ops.append((name, signature))
         if record.status == "unsupported":
-            from torchport.check import device
+            from torchport.emulated import dispatch, state
 
-            if device._state.strict:
-                raise device._unsupported_error(info)
+            if state.is_strict():
+                raise dispatch.unsupported_error(info)
         elif record.status == "fallback":
             # The op runs on the host: its inputs go there and its outputs come back.
             self.transfers += 1
@@ -160,7 +160,7 @@ class Census:
     @contextlib.contextmanager
     def recording(self):
         """Install this census on the emulated device for the duration of the block."""
-        from torchport.check import device
+        from torchport import emulated as device
 
         previous = device.get_recorder()
         device.reset_peak_memory_stats()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from torchport.emulated.state import DEVICE_TYPE as _DEVICE_TYPE
+
 __all__ = ["install", "LOWER_PRECISION_OPS", "FLOAT32_OPS"]
 
 #: Ops autocast runs in the autocast dtype (bfloat16 / float16).
@@ -42,7 +44,6 @@ FLOAT32_OPS = (
     "linalg_eig", "linalg_eigh", "linalg_lstsq", "linalg_inv_ex",
 )
 
-_DEVICE_TYPE = "emulated"
 _AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 _libraries: list = []
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from torchport.emulated.state import DEVICE_TYPE as _DEVICE_TYPE
+
 __all__ = ["install", "restore_on_device"]
 
-_DEVICE_TYPE = "emulated"
 
 
 def _tag(storage) -> str | None:
@@ -23,7 +24,7 @@ def restore_on_device(storage, location: str):
     """Deserializer: a device storage holding `storage`'s bytes, for locations on the emulated device."""
     if not location.startswith(_DEVICE_TYPE):
         return None
-    from torchport.check.device import adopt_host_storage
+    from torchport.emulated.storage import adopt_host_storage
 
     host = storage if isinstance(storage, torch.UntypedStorage) else storage.untyped()
     if host.device.type != "cpu":

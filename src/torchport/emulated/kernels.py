@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from torchport.emulated.state import DEVICE_TYPE
+
 __all__ = ["install", "install_device_paths", "EXCLUDED_OPS", "HOST_COMPOSITES"]
 
 #: Ops that keep their composite path: the composite is what moves data between devices.
@@ -75,7 +77,7 @@ def _view_kernel_for(op):
 
 def install() -> int:
     """Register a direct kernel for every CPU-backed ATen op; returns how many were registered."""
-    from torchport.check.device import _fallback
+    from torchport.emulated.dispatch import fallback
 
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     library = torch.library.Library("aten", "IMPL")
@@ -93,7 +95,7 @@ def install() -> int:
         op = getattr(packet, overload or "default", None)
         if op is None:
             continue
-        kernel = _view_kernel_for(op) if _is_view(op) or qualified in _METADATA_ONLY else _kernel_for(op, _fallback)
+        kernel = _view_kernel_for(op) if _is_view(op) or qualified in _METADATA_ONLY else _kernel_for(op, fallback)
         library.impl(qualified[len("aten::"):], kernel, "PrivateUse1")
         count += 1
     library.impl("_has_compatible_shallow_copy_type", _compatible_shallow_copy, "PrivateUse1")
@@ -105,7 +107,7 @@ def _compatible_shallow_copy(tensor: torch.Tensor, other: torch.Tensor) -> bool:
     # CUDA answers True for CPU <-> CUDA, so Module.to() keeps parameter objects (and tied
     # weights) instead of replacing them; PyTorch's check omits PrivateUse1, which would untie
     # weights such as GPT-2's embedding and output layer.
-    dense = ("cpu", "emulated")
+    dense = ("cpu", DEVICE_TYPE)
     return (
         tensor.layout == torch.strided
         and other.layout == torch.strided
@@ -158,27 +160,27 @@ def _fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
 
 def _host_kernel(function):
     """A PrivateUse1 kernel computing `function` on host views of its device arguments."""
-    from torchport.check.device import _wrap_new, to_host
+    from torchport.emulated.storage import to_host, wrap_new
 
     def unwrap(value):
-        return to_host(value) if isinstance(value, torch.Tensor) and value.device.type == "emulated" else value
+        return to_host(value) if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE else value
 
     def kernel(*args, **kwargs):
         results = function(*[unwrap(value) for value in args], **{key: unwrap(value) for key, value in kwargs.items()})
-        return tuple(_wrap_new(value) if isinstance(value, torch.Tensor) else value for value in results)
+        return tuple(wrap_new(value) if isinstance(value, torch.Tensor) else value for value in results)
 
     return kernel
 
 
 def install_device_paths(library) -> None:
     """Kernels for ops whose generic path does not work or differs on a non-CPU device."""
-    from torchport.check.device import _fallback
+    from torchport.emulated.dispatch import fallback
 
     for name in HOST_COMPOSITES:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             op = getattr(packet, overload)
             qualified = name if overload == "default" else f"{name}.{overload}"
-            library.impl(qualified, _kernel_for(op, _fallback), "PrivateUse1")
+            library.impl(qualified, _kernel_for(op, fallback), "PrivateUse1")
     library.impl("_thnn_fused_lstm_cell", _host_kernel(_fused_lstm_cell), "PrivateUse1")
     library.impl("_thnn_fused_lstm_cell_backward_impl", _host_kernel(_fused_lstm_cell_backward), "PrivateUse1")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from torchport.emulated.state import DEVICE_TYPE
 from torchport.errors import EmulatedDeviceError
 
 __all__ = ["install", "is_installed", "COLLECTIVE_OPS", "BACKEND_NAME"]
@@ -70,7 +71,7 @@ def _mixing_error(name: str, host: torch.Tensor) -> EmulatedDeviceError:
 
 
 def _to_host(value, name: str, device_type: str, allow_cpu: bool):
-    from torchport.check.device import to_host
+    from torchport.emulated.storage import to_host
 
     if isinstance(value, torch.Tensor):
         if value.device.type == device_type:
@@ -84,8 +85,6 @@ def _to_host(value, name: str, device_type: str, allow_cpu: bool):
 
 
 def _kernel(name: str):
-    from torchport.check.device import DEVICE_TYPE
-
     op = getattr(torch.ops.c10d, name).default
     # barrier's tensor only says which device's backend to use; it carries no data.
     allow_cpu = name == "barrier"
@@ -117,8 +116,6 @@ def _create_backend(options, backend_options):
 
 def _register_backend() -> None:
     from torch.distributed import Backend
-
-    from torchport.check.device import DEVICE_TYPE
 
     if BACKEND_NAME.upper() in Backend._plugins or not torch.distributed.is_gloo_available():
         return

@@ -1,0 +1,305 @@
+"""Dispatch on the emulated device: one boxed fallback for every op, and the ops it cannot express.
+
+Every op reaches `fallback`, which unwraps device tensors to CPU views of the same bytes, runs the
+CPU kernel, and wraps the results. The active profile (see `registration.activate`) decides what
+happens to dtypes (computed in a narrower type, or refused) and which ops are recorded as host
+fallbacks or unsupported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torchport.emulated.state import DEVICE_TYPE, state
+from torchport.emulated.storage import (
+    BLOCK_ATTRIBUTE,
+    GEOMETRY_KEYS,
+    Block,
+    block_of,
+    is_device,
+    set_storage,
+    sync_geometry,
+    to_host,
+    views_device_memory,
+    wrap_new,
+    wrap_view,
+)
+from torchport.errors import EmulatedDeviceError
+
+__all__ = ["fallback", "install_special_ops", "unsupported_error"]
+
+_CPU = torch.device("cpu")
+
+
+# -- per-op facts, computed once per op overload --------------------------------------------------
+
+
+class _OpInfo:
+    """What the fallback needs to know about one op overload."""
+
+    __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors")
+
+    def __init__(self, op) -> None:
+        schema = op._schema
+        self.name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+        profile = state.profile
+        rule = profile.op_rule(self.name) if profile is not None else None
+        self.rule_status = rule.status if rule is not None else "native"
+        positional = [argument for argument in schema.arguments if not argument.kwarg_only]
+        alias_sources: dict[str, tuple[str, Any]] = {}
+        for index, argument in enumerate(schema.arguments):
+            info = argument.alias_info
+            if info is None:
+                continue
+            where = ("arg", index) if not argument.kwarg_only else ("kwarg", argument.name)
+            for alias_set in info.before_set:
+                alias_sources.setdefault(alias_set, where + (info.is_write,))
+        returns = []
+        for result in schema.returns:
+            info = result.alias_info
+            source = None
+            if info is not None:
+                for alias_set in info.before_set:
+                    if alias_set in alias_sources:
+                        source = alias_sources[alias_set]
+                        break
+            returns.append(source)
+        self.returns = returns
+        return_types = [str(result.type) for result in schema.returns]
+        self.scalar_result = bool(return_types) and all(
+            kind in {"Scalar", "bool", "int", "float", "SymInt", "SymFloat", "SymBool"} for kind in return_types
+        )
+        self.mixing_allowed = schema.name in _MIXING_ALLOWED
+        self.kwarg_tensors = len(positional) != len(schema.arguments)
+
+
+# Ops a real accelerator accepts CPU tensors in (indices are moved for you on CUDA).
+_MIXING_ALLOWED = {"aten::index", "aten::index_put_", "aten::_index_put_impl_", "aten::index_put"}
+
+
+def _op_info(op) -> _OpInfo:
+    info = state.op_cache.get(op)
+    if info is None:
+        info = _OpInfo(op)
+        state.op_cache[op] = info
+    return info
+
+
+def _mixing_error(info: _OpInfo, host: torch.Tensor) -> EmulatedDeviceError:
+    return EmulatedDeviceError(
+        f"Expected all tensors to be on the same device, but found at least two devices, {DEVICE_TYPE}:0 and cpu! "
+        f"({info.name} got a CPU tensor of shape {tuple(host.shape)}.) Move it with .to(device) first, "
+        "as the real accelerator requires."
+    )
+
+
+def _unwrap(value, info: _OpInfo, found: list):
+    if isinstance(value, torch.Tensor):
+        if value.is_cpu:
+            if value.dim() and not info.mixing_allowed:
+                raise _mixing_error(info, value)
+            return value
+        if value.device.type != DEVICE_TYPE:
+            return value
+        found.append(value)
+        return to_host(value)
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return type(value)(_unwrap(item, info, found) if item is not None else None for item in value)
+    if isinstance(value, (list, tuple)) and value and value[0] is None and any(
+        isinstance(item, torch.Tensor) for item in value
+    ):
+        return type(value)(_unwrap(item, info, found) if item is not None else None for item in value)
+    return value
+
+
+def _check_dtype(dtype: torch.dtype, info_name: str) -> None:
+    message = state.refused.get(dtype)
+    if message is not None:
+        raise EmulatedDeviceError(message + f" (op {info_name}; target {state.profile.name!r}.)")
+
+
+def _downcast_values(host: torch.Tensor, info_name: str) -> None:
+    """Round `host` in place through the target's narrower dtype and record the hazard."""
+    narrow = state.value_downcasts[host.dtype]
+    if host.numel() == 0:
+        return
+    rounded = host.to(narrow)
+    recorder = state.recorder
+    if recorder is not None:
+        changed = not torch.equal(rounded.to(host.dtype), host)
+        recorder.record_downcast(info_name, host.dtype, narrow, changed)
+    host.copy_(rounded)
+
+
+def _wrap_result(result, source, args, kwargs, info: _OpInfo, found=()):
+    if not isinstance(result, torch.Tensor):
+        if isinstance(result, (list, tuple)):
+            return type(result)(_wrap_result(item, source, args, kwargs, info, found) for item in result)
+        return result
+    if source is not None:
+        kind, where, is_write = source
+        original = args[where] if kind == "arg" else kwargs[where]
+        if is_write and isinstance(original, torch.Tensor):
+            if result.dtype in state.value_downcasts and state.downcast:
+                _downcast_values(result, info.name)
+            if result.size() != original.size() or result.stride() != original.stride():
+                sync_geometry(original, result)
+            return original
+        if isinstance(original, torch.Tensor) and not original.is_cpu:
+            return wrap_view(result, original)
+        if isinstance(original, (list, tuple)):
+            for candidate in original:
+                if isinstance(candidate, torch.Tensor) and not candidate.is_cpu:
+                    return wrap_view(result, candidate)
+    if found:
+        # Kernels such as _unsafe_view return an input's bytes without saying so in the schema:
+        # the result must share that input's device storage, or in-place updates would diverge.
+        data_pointer = result.untyped_storage().data_ptr()
+        if data_pointer:
+            for candidate in found:
+                if block_of(candidate).storage.data_ptr() == data_pointer:
+                    return wrap_view(result, candidate)
+    dtype = result.dtype
+    if dtype in state.refused:
+        _check_dtype(dtype, info.name)
+    if dtype in state.value_downcasts and state.downcast:
+        _downcast_values(result, info.name)
+    return wrap_new(result)
+
+
+def fallback(op, *args, **kwargs):
+    special = _SPECIAL.get(op)
+    if special is not None:
+        return special(op, args, kwargs)
+    info = state.op_cache.get(op) or _op_info(op)
+    found: list = []
+    host_args = [_unwrap(value, info, found) for value in args]
+    host_kwargs = kwargs
+    if kwargs:
+        host_kwargs = {}
+        for key, value in kwargs.items():
+            if key == "device":
+                value = _CPU
+            elif key == "dtype" and value in state.refused:
+                _check_dtype(value, info.name)
+            else:
+                value = _unwrap(value, info, found)
+            host_kwargs[key] = value
+    recorder = state.recorder
+    if recorder is not None:
+        recorder.record_op(info, host_args, host_kwargs)
+    elif info.rule_status == "unsupported" and state.strict:
+        raise unsupported_error(info)
+    result = op(*host_args, **host_kwargs)
+    if info.scalar_result:
+        return result
+    returns = info.returns
+    if isinstance(result, tuple):
+        return tuple(
+            _wrap_result(item, returns[index] if index < len(returns) else None, args, kwargs, info, found)
+            for index, item in enumerate(result)
+        )
+    return _wrap_result(result, returns[0] if returns else None, args, kwargs, info, found)
+
+
+def unsupported_error(info: _OpInfo) -> EmulatedDeviceError:
+    rule = state.profile.op_rule(info.name)
+    return EmulatedDeviceError(
+        f"Op {info.name} is unsupported on target {state.profile.name!r}: {rule.reason}. "
+        f"Fix: {rule.fix or 'avoid the op'}. Run without strict mode to record it instead of failing."
+    )
+
+
+# -- ops the generic path cannot express -----------------------------------------------------------
+
+
+def _copy(op, args, kwargs):
+    destination, source = args[0], args[1]
+    non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+    recorder = state.recorder
+    destination_host = to_host(destination) if is_device(destination) else destination
+    if is_device(source):
+        source_host = to_host(source)
+        if recorder is not None and not is_device(destination):
+            recorder.record_sync("aten::copy_ (device to host)")
+    elif views_device_memory(source):
+        # A host view of device bytes (a collective's result as c10d hands it back, see
+        # emulated/distributed.py): on the target this is a device-to-device copy, not a transfer.
+        source_host = source
+        if source.data_ptr() == destination_host.data_ptr() and source.size() == destination_host.size() and (
+            source.stride() == destination_host.stride()
+        ):
+            return destination
+        if recorder is not None and is_device(destination):
+            recorder.record_op(_op_info(op), [destination_host, source_host], {})
+    else:
+        source_host = source
+        if recorder is not None:
+            recorder.record_transfer(source.nbytes if isinstance(source, torch.Tensor) else 0)
+    if recorder is not None and is_device(source) and is_device(destination):
+        # Transfers are not compiled; only device-to-device copies belong to a graph.
+        recorder.record_op(_op_info(op), [destination_host, source_host], {})
+    if destination_host.dtype in state.refused and is_device(destination):
+        _check_dtype(destination_host.dtype, "aten::copy_")
+    destination_host.copy_(source_host, non_blocking=non_blocking)
+    if is_device(destination) and destination_host.dtype in state.value_downcasts and state.downcast:
+        _downcast_values(destination_host, "aten::copy_")
+    return destination
+
+
+def _copy_from(op, args, kwargs):
+    source, destination = args[0], args[1]
+    _copy(torch.ops.aten.copy_.default, (destination, source), {})
+    return destination
+
+
+def _set_source_storage(wrapper, storage, offset, size, stride):
+    if storage.device.type == DEVICE_TYPE and not hasattr(storage, BLOCK_ATTRIBUTE):
+        host_storage = torch.UntypedStorage(storage.nbytes())
+        setattr(storage, BLOCK_ATTRIBUTE, Block(host_storage, storage.nbytes()))
+    set_storage.redispatch(GEOMETRY_KEYS, wrapper, storage, offset, size, stride)
+    return wrapper
+
+
+def _set(op, args, kwargs):
+    wrapper = args[0]
+    overload = op._schema.overload_name
+    if overload == "source_Storage_storage_offset":
+        storage, offset, size = args[1], args[2], args[3]
+        stride = args[4] if len(args) > 4 else kwargs.get("stride", ())
+        if not stride:
+            stride = torch.empty(size, device="meta").stride()
+        return _set_source_storage(wrapper, storage, offset, size, stride)
+    if overload == "source_Storage":
+        storage = args[1]
+        count = storage.nbytes() // wrapper.element_size()
+        return _set_source_storage(wrapper, storage, 0, [count], [1])
+    if overload == "source_Tensor":
+        source = args[1]
+        return _set_source_storage(wrapper, source.untyped_storage(), source.storage_offset(), source.size(), source.stride())
+    host = torch.empty(0, dtype=wrapper.dtype)
+    replacement = wrap_new(host)
+    return _set_source_storage(wrapper, replacement.untyped_storage(), 0, [0], [1])
+
+
+def _resize(op, args, kwargs):
+    wrapper = args[0]
+    host = to_host(wrapper)
+    block = block_of(wrapper)
+    op(host, *args[1:], **kwargs)
+    sync_geometry(wrapper, host)
+    return wrapper
+
+
+_SPECIAL: dict = {}
+
+
+def install_special_ops() -> None:
+    aten = torch.ops.aten
+    _SPECIAL[aten.copy_.default] = _copy
+    _SPECIAL[aten._copy_from.default] = _copy_from
+    for overload in ("source_Storage_storage_offset", "source_Storage", "source_Tensor", "default"):
+        _SPECIAL[getattr(aten.set_, overload)] = _set
+    _SPECIAL[aten.resize_.default] = _resize

@@ -1,0 +1,75 @@
+"""Registering the emulated device type with PyTorch, and switching the profile it follows."""
+
+from __future__ import annotations
+
+import torch
+
+from torchport.emulated.state import DEVICE_TYPE, state
+from torchport.errors import EmulatedDeviceError
+from torchport.profiles import Profile, load
+
+__all__ = ["register", "is_registered", "activate"]
+
+_libraries: list = []
+
+
+def is_registered() -> bool:
+    """Whether this process has registered the emulated device type."""
+    return state.registered
+
+
+def register() -> None:
+    """Register the ``emulated`` device type with PyTorch (once per process; later calls do nothing)."""
+    with state.lock:
+        if state.registered:
+            return
+        current = torch._C._get_privateuse1_backend_name()
+        if current not in ("privateuseone", DEVICE_TYPE):
+            raise EmulatedDeviceError(
+                f"PrivateUse1 is already registered as {current!r} in this process, so the emulated device "
+                f"cannot be registered. Run the emulated target in a process without the {current!r} backend."
+            )
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+        from torchport.emulated import autocast, device_module, dispatch, distributed, kernels, serialization
+
+        _setup_privateuseone_for_python_backend(
+            DEVICE_TYPE, device_module.DEVICE_MODULE, device_module.Hooks(), device_module.Guard()
+        )
+        state.device = torch.device(DEVICE_TYPE, 0)
+        dispatch.install_special_ops()
+        library = torch.library.Library("_", "IMPL")
+        library.fallback(dispatch.fallback, "PrivateUse1")
+        _libraries.append(library)
+        device_module.route_accelerator_calls()
+        kernels.install()
+        autocast.install()
+        serialization.install()
+        distributed.install()
+        state.registered = True
+
+
+def activate(profile: Profile | str) -> Profile:
+    """Make `profile` the target the emulated device behaves like, registering the device if needed.
+
+    Every target fact the device acts on (dtype downcasts and refusals, op rules, memory, name) is
+    read from this profile object.
+    """
+    if isinstance(profile, str):
+        profile = load(profile)
+    register()
+    value_downcasts: dict[torch.dtype, torch.dtype] = {}
+    for name, narrow in profile.downcasts().items():
+        value_downcasts[getattr(torch, name)] = getattr(torch, narrow)
+    refused: dict[torch.dtype, str] = {}
+    for name in profile.refused():
+        rule = profile.dtype_rule(name)
+        refused[getattr(torch, name)] = rule.message or (
+            f"dtype torch.{name} is not supported on target {profile.name!r} ({rule.note or rule.source})."
+            " Use torch.float32 (or another supported dtype) instead"
+        )
+    state.profile = profile
+    state.value_downcasts = value_downcasts
+    state.refused = refused
+    state.op_cache.clear()
+    return profile

@@ -1,0 +1,187 @@
+"""Device storage: the CPU bytes behind every emulated tensor, and the device's memory accounting.
+
+The CPU bytes hang off the device tensor's storage object, so views, ``detach``, ``Parameter`` and
+autograd all share them. Every device allocation is a `_Block`; its lifetime is the allocation's.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from torchport.emulated.state import DEVICE_TYPE, state
+from torchport.errors import EmulatedDeviceError
+
+__all__ = [
+    "to_host",
+    "adopt_host_storage",
+    "wrap_new",
+    "wrap_view",
+    "sync_geometry",
+    "block_of",
+    "views_device_memory",
+    "is_device",
+    "memory_allocated",
+    "max_memory_allocated",
+    "reset_peak_memory_stats",
+    "memory_stats",
+]
+
+_create_empty = torch._C._acc.create_empty_tensor
+set_storage = torch.ops.aten.set_.source_Storage_storage_offset
+# The CPU kernel of set_ only writes metadata when the storage is large enough, and works on
+# device tensors; it is how every device tensor here gets its geometry.
+GEOMETRY_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_storage_from_pointer = torch._C._construct_storage_from_data_pointer
+BLOCK_ATTRIBUTE = "_torchport_block"
+
+
+class Block:
+    """The CPU bytes behind one device storage; its lifetime is the device allocation's lifetime."""
+
+    __slots__ = ("storage", "nbytes", "views", "pointer", "__weakref__")
+
+    def __init__(self, storage: torch.UntypedStorage, nbytes: int) -> None:
+        self.storage = storage
+        self.nbytes = nbytes
+        self.views: dict[torch.dtype, torch.Tensor] = {}
+        self.pointer = storage.data_ptr()
+        _blocks_by_pointer[self.pointer] = weakref.ref(self)
+        state.allocated += nbytes
+        state.allocations += 1
+        if state.allocated > state.peak:
+            state.peak = state.allocated
+
+    def resize(self, nbytes: int) -> None:
+        state.allocated += nbytes - self.nbytes
+        self.nbytes = nbytes
+        self.views.clear()
+        self._forget_pointer()
+        self.pointer = self.storage.data_ptr()
+        _blocks_by_pointer[self.pointer] = weakref.ref(self)
+        if state.allocated > state.peak:
+            state.peak = state.allocated
+
+    def _forget_pointer(self) -> None:
+        entry = _blocks_by_pointer.get(self.pointer)
+        if entry is not None and entry() in (None, self):
+            del _blocks_by_pointer[self.pointer]
+
+    def __del__(self) -> None:
+        state.allocated -= self.nbytes
+        state.frees += 1
+        self._forget_pointer()
+
+
+#: data pointer -> the block holding those bytes. PyTorch's C++ code sometimes wraps a device
+#: pointer in a fresh storage (torch.save's legacy format, pickling, from_blob); such a storage
+#: carries no block, and finds it here by its pointer.
+_blocks_by_pointer: dict[int, weakref.ref] = {}
+
+
+def block_of(tensor: torch.Tensor) -> Block:
+    storage = tensor.untyped_storage()
+    try:
+        return getattr(storage, BLOCK_ATTRIBUTE)
+    except AttributeError:
+        entry = _blocks_by_pointer.get(storage.data_ptr())
+        block = entry() if entry is not None else None
+        if block is not None and block.nbytes >= storage.nbytes():
+            setattr(storage, BLOCK_ATTRIBUTE, block)
+            return block
+        raise EmulatedDeviceError(
+            f"Tensor on {tensor.device} has no bytes attached (shape {tuple(tensor.shape)}, dtype {tensor.dtype}). "
+            "Create emulated tensors with torch factories or .to(device), not through raw storages."
+        ) from None
+
+
+def to_host(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor viewing the same bytes as an emulated `tensor` (no copy, no sync recorded)."""
+    block = block_of(tensor)
+    dtype = tensor.dtype
+    flat = block.views.get(dtype)
+    if flat is None:
+        flat = torch.empty(0, dtype=dtype).set_(block.storage)
+        block.views[dtype] = flat
+    return flat.as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
+
+
+def adopt_host_storage(host_storage: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A device storage that owns `host_storage`'s bytes (counted as device memory)."""
+    nbytes = host_storage.nbytes()
+    # The device storage points at the host bytes without owning them (the block owns them), so
+    # its data_ptr() and nbytes() are real, as torch.save and DDP expect of device storages.
+    storage = _storage_from_pointer(host_storage.data_ptr(), state.device, nbytes)
+    setattr(storage, BLOCK_ATTRIBUTE, Block(host_storage, nbytes))
+    return storage
+
+
+def wrap_new(host: torch.Tensor) -> torch.Tensor:
+    """A device tensor owning `host`'s storage."""
+    storage = adopt_host_storage(host.untyped_storage())
+    wrapper = _create_empty([0], host.dtype)
+    set_storage.redispatch(GEOMETRY_KEYS, wrapper, storage, host.storage_offset(), host.size(), host.stride())
+    return wrapper
+
+
+def sync_geometry(wrapper: torch.Tensor, host: torch.Tensor) -> None:
+    """After a kernel resized `wrapper`'s host view (out= ops), make the device tensor match."""
+    block = block_of(wrapper)
+    storage = wrapper.untyped_storage()
+    host_storage = block.storage
+    if host_storage.nbytes() != block.nbytes or storage.data_ptr() != host_storage.data_ptr():
+        block.resize(host_storage.nbytes())
+        storage = _storage_from_pointer(host_storage.data_ptr(), state.device, host_storage.nbytes())
+        setattr(storage, BLOCK_ATTRIBUTE, block)
+    set_storage.redispatch(GEOMETRY_KEYS, wrapper, storage, host.storage_offset(), host.size(), host.stride())
+
+
+def wrap_view(host: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    """A device tensor viewing `base`'s device storage with `host`'s geometry."""
+    base_storage = base.untyped_storage()
+    if getattr(base_storage, BLOCK_ATTRIBUTE).storage.data_ptr() != host.untyped_storage().data_ptr():
+        return wrap_new(host)
+    wrapper = _create_empty([0], host.dtype)
+    set_storage.redispatch(GEOMETRY_KEYS, wrapper, base_storage, host.storage_offset(), host.size(), host.stride())
+    return wrapper
+
+
+def is_device(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE
+
+
+def views_device_memory(source) -> bool:
+    """Whether a CPU tensor is a host view of some device tensor's bytes (never true of user tensors)."""
+    return isinstance(source, torch.Tensor) and source.untyped_storage().data_ptr() in _blocks_by_pointer
+
+
+# -- memory accounting ----------------------------------------------------------------------------
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by live tensors on the emulated device."""
+    return state.allocated
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes held at once since the last `reset_peak_memory_stats`."""
+    return state.peak
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Start peak tracking again from the current allocation."""
+    state.peak = state.allocated
+
+
+def memory_stats(device=None) -> dict:
+    """`torch.cuda.memory_stats`-style counters of the emulated device (all bytes in the 'all' pool)."""
+    stats = {}
+    for pool in ("all", "large_pool", "small_pool"):
+        for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+            stats[f"{kind}.{pool}.current"] = state.allocated if pool == "all" else 0
+            stats[f"{kind}.{pool}.peak"] = state.peak if pool == "all" else 0
+    stats["allocation.all.allocated"] = state.allocations
+    stats["allocation.all.freed"] = state.frees
+    stats["allocation.all.current"] = state.allocations - state.frees
+    return dict(sorted(stats.items()))
