@@ -1,0 +1,168 @@
+"""Prometheus metrics of a deployment, one registry per deployment (`prometheus_client`).
+
+Every name starts with `torchport_serve_`; `role` is primary or fallback, `device` the backend
+name. Without prometheus_client installed a deployment still serves and counts nothing here
+(`NullMetrics`); the server needs it and says which extra to install.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from torchport.errors import UsageError
+
+__all__ = ["ServeMetrics", "NullMetrics", "make_metrics", "require_prometheus", "METRIC_NAMES", "LATENCY_BUCKETS"]
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+#: Every metric with its type and labels: the one list the README's Grafana table follows.
+METRIC_NAMES = {
+    "torchport_serve_requests_total": ("counter", "role, device, outcome (ok | failover | error)"),
+    "torchport_serve_request_latency_seconds": ("histogram", "role, device (the device that answered)"),
+    "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom)"),
+    "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open)"),
+    "torchport_serve_breaker_state": ("gauge", "0 closed, 1 open, 2 half-open"),
+    "torchport_serve_breaker_transitions_total": ("counter", "to (closed | open | half_open)"),
+    "torchport_serve_probes_total": ("counter", "result (success | failure)"),
+    "torchport_serve_shadow_comparisons_total": ("counter", ""),
+    "torchport_serve_shadow_mismatches_total": ("counter", ""),
+    "torchport_serve_shadow_skipped_total": ("counter", "reason (busy | primary_unavailable | failed)"),
+    "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
+    "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison"),
+    "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison"),
+    "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | overloaded | draining | ...)"),
+    "torchport_serve_in_flight": ("gauge", "requests being answered"),
+    "torchport_serve_abandoned_calls": ("gauge", "primary calls past their timeout still running"),
+    "torchport_serve_device_memory_bytes": ("gauge", "role, device, stat (allocated | peak_allocated | process_resident)"),
+}
+
+
+def require_prometheus():
+    """The prometheus_client module, or a usage error naming the extra to install."""
+    try:
+        import prometheus_client
+    except ImportError as error:
+        raise UsageError("The serve metrics need prometheus_client, which is not installed. "
+                         "Install the extra: pip install 'torchport[serve]'.") from error
+    return prometheus_client
+
+
+class NullMetrics:
+    """Accepts every call and records nothing."""
+
+    registry = None
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def _process_resident_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ServeMetrics:
+    """The collectors of one deployment; `memory_source()` yields (role, device, backend) at scrape time."""
+
+    def __init__(self, memory_source: Callable[[], Iterable[tuple[str, str, object]]]):
+        prometheus = require_prometheus()
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.registry = prometheus.CollectorRegistry()
+        counter = lambda name, help, labels=(): prometheus.Counter(name, help, labels, registry=self.registry)
+        gauge = lambda name, help, labels=(): prometheus.Gauge(name, help, labels, registry=self.registry)
+        self._requests = counter("torchport_serve_requests", "Requests answered, by device and outcome",
+                                 ("role", "device", "outcome"))
+        self._latency = prometheus.Histogram("torchport_serve_request_latency_seconds",
+                                             "Request latency in the runtime, by the device that answered",
+                                             ("role", "device"), buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._failovers = counter("torchport_serve_failovers", "Requests failed over to the fallback, by cause", ("cause",))
+        self._routed = counter("torchport_serve_routed_to_fallback", "Requests sent straight to the fallback", ("reason",))
+        self._breaker = gauge("torchport_serve_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open")
+        self._transitions = counter("torchport_serve_breaker_transitions", "Breaker transitions", ("to",))
+        self._probes = counter("torchport_serve_probes", "Background probes of the primary", ("result",))
+        self._comparisons = counter("torchport_serve_shadow_comparisons", "Shadow comparisons made")
+        self._mismatches = counter("torchport_serve_shadow_mismatches", "Shadow comparisons outside the parity limits")
+        self._skipped = counter("torchport_serve_shadow_skipped", "Shadow comparisons not made", ("reason",))
+        self._alarm = gauge("torchport_serve_shadow_drift_alarm", "1 while the shadow drift alarm is raised")
+        self._cosine = gauge("torchport_serve_shadow_last_cosine", "Cosine similarity of the last shadow comparison")
+        self._max_abs = gauge("torchport_serve_shadow_last_max_abs_error", "Max abs error of the last shadow comparison")
+        self._rejected = counter("torchport_serve_rejected", "Requests refused, by reason", ("reason",))
+        self._in_flight = gauge("torchport_serve_in_flight", "Requests being answered")
+        self._abandoned = gauge("torchport_serve_abandoned_calls", "Primary calls past their timeout still running")
+        self._breaker.set(0)
+
+        class MemoryCollector:
+            def collect(self):
+                family = GaugeMetricFamily("torchport_serve_device_memory_bytes",
+                                           "Device memory in bytes (process resident memory for the host CPU)",
+                                           labels=("role", "device", "stat"))
+                for role, device, backend in memory_source():
+                    if backend.is_accelerator():
+                        family.add_metric((role, device, "allocated"), backend.memory_stat("memory_allocated"))
+                        family.add_metric((role, device, "peak_allocated"), backend.memory_stat("max_memory_allocated"))
+                    else:
+                        resident = _process_resident_bytes()
+                        if resident is not None:
+                            family.add_metric((role, device, "process_resident"), resident)
+                yield family
+
+        self.registry.register(MemoryCollector())
+
+    def answered(self, role: str, device: str, outcome: str, seconds: float) -> None:
+        self._requests.labels(role, device, outcome).inc()
+        self._latency.labels(role, device).observe(seconds)
+
+    def failover(self, cause: str) -> None:
+        self._failovers.labels(cause).inc()
+
+    def routed_to_fallback(self, reason: str) -> None:
+        self._routed.labels(reason).inc()
+
+    def breaker_changed(self, state: str) -> None:
+        from torchport.serve.breaker import STATE_VALUES
+
+        self._breaker.set(STATE_VALUES[state])
+        self._transitions.labels(state).inc()
+
+    def probe(self, success: bool) -> None:
+        self._probes.labels("success" if success else "failure").inc()
+
+    def shadow(self, result, alarm: bool) -> None:
+        self._comparisons.inc()
+        if not result.agree:
+            self._mismatches.inc()
+        self._alarm.set(int(alarm))
+        if result.cosine is not None:
+            self._cosine.set(result.cosine)
+        if result.max_abs is not None:
+            self._max_abs.set(result.max_abs)
+
+    def shadow_skipped(self, reason: str) -> None:
+        self._skipped.labels(reason).inc()
+
+    def set_in_flight(self, count: int) -> None:
+        self._in_flight.set(count)
+
+    def set_abandoned(self, count: int) -> None:
+        self._abandoned.set(count)
+
+    def rejected(self, reason: str) -> None:
+        self._rejected.labels(reason).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The Prometheus text format and its content type."""
+        prometheus = require_prometheus()
+        return prometheus.generate_latest(self.registry), prometheus.CONTENT_TYPE_LATEST
+
+
+def make_metrics(memory_source) -> ServeMetrics | NullMetrics:
+    """ServeMetrics when prometheus_client is installed, NullMetrics otherwise."""
+    try:
+        return ServeMetrics(memory_source)
+    except UsageError:
+        return NullMetrics()

@@ -1,0 +1,180 @@
+"""What a deployment serves: the model from a factory, its request and response adapters, and the
+tensor moves between host and device.
+
+A factory is a `module:function` (or `path/file.py:function`, as for `torchport compare`) or a
+callable. It takes no arguments and returns the model, or a dict with `model` and optionally
+`preprocess(json) -> inputs` and `postprocess(outputs) -> json`. Inputs are one tensor (one
+positional argument), a tuple or list (positional arguments) or a dict (keyword arguments).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torchport.errors import UsageError
+from torchport.serve.errors import InvalidInput
+
+__all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess",
+           "default_postprocess", "call_model", "to_device", "nonfinite_count", "MAX_INPUT_ELEMENTS"]
+
+#: Keys a factory's dict may have.
+FACTORY_KEYS = ("model", "preprocess", "postprocess", "name")
+
+#: The most numbers the default preprocess accepts in one request.
+MAX_INPUT_ELEMENTS = 1 << 20
+
+
+@dataclass
+class ModelSpec:
+    """A model and how requests reach it and answers leave it."""
+
+    model: Any
+    preprocess: Callable[[Any], Any]
+    postprocess: Callable[[Any], Any]
+    name: str
+
+
+def default_preprocess(payload: Any):
+    """`{"inputs": nested lists of numbers}` to one float32 tensor; anything else is InvalidInput."""
+    import torch
+
+    if not isinstance(payload, dict) or "inputs" not in payload:
+        shown = type(payload).__name__ if not isinstance(payload, dict) else f"keys {sorted(payload)[:10]}"
+        raise InvalidInput(f"The request body is a JSON {shown}; expected an object with 'inputs'. "
+                           'Send {"inputs": [[0.1, 0.2, ...]]}: nested lists of numbers, one float tensor.')
+    values = payload["inputs"]
+    if not isinstance(values, (list, int, float)) or isinstance(values, bool):
+        raise InvalidInput(f"'inputs' is a JSON {type(values).__name__}; expected nested lists of numbers, "
+                           'e.g. {"inputs": [[0.1, 0.2]]}.')
+    try:
+        tensor = torch.tensor(values, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as error:
+        raise InvalidInput(f"'inputs' is not a rectangular array of numbers ({error}). "
+                           "Every row must have the same length and hold only numbers.") from error
+    if tensor.numel() > MAX_INPUT_ELEMENTS:
+        raise InvalidInput(f"'inputs' holds {tensor.numel()} numbers; at most {MAX_INPUT_ELEMENTS} are allowed "
+                           "per request. Split the batch.")
+    if not bool(torch.isfinite(tensor).all()):
+        raise InvalidInput("'inputs' contains NaN or infinity; only finite numbers are accepted.")
+    return tensor
+
+
+def default_postprocess(outputs: Any) -> dict[str, Any]:
+    """The model's outputs (a tensor or any nesting of tensors) as `{"outputs": nested lists}`."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    return {"outputs": pytree.tree_map(lambda leaf: leaf.tolist() if isinstance(leaf, torch.Tensor) else leaf,
+                                       outputs)}
+
+
+def to_device(value: Any, device) -> Any:
+    """Every tensor inside `value` moved to `device` (the structure kept)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map(lambda leaf: leaf.to(device) if isinstance(leaf, torch.Tensor) else leaf, value)
+
+
+def nonfinite_count(value: Any) -> int:
+    """How many floating-point elements inside `value` are NaN or infinite."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    count = 0
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
+            count += int(leaf.numel() - torch.isfinite(leaf).sum()) if leaf.numel() else 0
+        elif isinstance(leaf, float) and not math.isfinite(leaf):
+            count += 1
+    return count
+
+
+def call_model(model, inputs: Any) -> Any:
+    """`model` applied to `inputs`: a tuple or list is positional arguments, a dict keyword ones."""
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:
+    if callable(factory):
+        return factory, getattr(factory, "__qualname__", type(factory).__name__)
+    if not isinstance(factory, str):
+        raise UsageError(f"Factory {factory!r} is neither MODULE:FUNCTION nor a callable. "
+                         "Pass e.g. 'mypackage.serving:make_model'.")
+    from torchport.compare.entry import _import
+
+    module_text, colon, function_name = factory.rpartition(":")
+    if not colon or not module_text or not function_name:
+        raise UsageError(f"Factory {factory!r} is not MODULE:FUNCTION. Example: mypackage.serving:make_model.")
+    module = _import(module_text, factory)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        available = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
+        raise UsageError(f"Factory {factory!r}: {module_text!r} has no function {function_name!r}. "
+                         f"Callables there: {available[:15]}.")
+    return function, factory
+
+
+def load_factory(factory: Any) -> ModelSpec:
+    """Call the factory once and check what it returned; errors name the factory and the fix."""
+    import torch
+
+    function, name = _factory_function(factory)
+    try:
+        value = function()
+    except Exception as error:
+        raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}. "
+                         "Fix the function so it returns the model (or a dict with 'model').") from error
+    spec = dict(value) if isinstance(value, dict) else {"model": value}
+    unknown = set(spec) - set(FACTORY_KEYS)
+    if unknown:
+        raise UsageError(f"Factory {name!r} returned unknown keys {sorted(unknown)}. Allowed: {', '.join(FACTORY_KEYS)}.")
+    model = spec.get("model")
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"Factory {name!r} returned {type(model).__name__} as the model, not a torch.nn.Module. "
+                         "Return the model, or a dict with 'model' and optionally 'preprocess', 'postprocess'.")
+    for key in ("preprocess", "postprocess"):
+        if spec.get(key) is not None and not callable(spec[key]):
+            raise UsageError(f"Factory {name!r} returned a {type(spec[key]).__name__} as {key!r}; it must be a function.")
+    return ModelSpec(
+        model=model.eval(),
+        preprocess=spec.get("preprocess") or default_preprocess,
+        postprocess=spec.get("postprocess") or default_postprocess,
+        name=str(spec.get("name") or name),
+    )
+
+
+def load_weights(model, path: str) -> None:
+    """Load a state dict saved with torch.save into `model`, with `weights_only=True` (no code runs).
+
+    The file may hold the state dict itself or a dict with 'state_dict' or 'model' holding it.
+    """
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError as error:
+        raise UsageError(f"Weights file {path!r} does not exist. Pass the path of a torch.save'd state dict.") from error
+    except Exception as error:
+        raise UsageError(f"Weights file {path!r} cannot be loaded with weights_only=True ({type(error).__name__}: "
+                         f"{error}). Save the state dict (model.state_dict()), not the pickled model.") from error
+    if isinstance(state, dict):
+        for key in ("state_dict", "model"):
+            if isinstance(state.get(key), dict):
+                state = state[key]
+                break
+    if not isinstance(state, dict):
+        raise UsageError(f"Weights file {path!r} holds a {type(state).__name__}, not a state dict. "
+                         "Save it with torch.save(model.state_dict(), path).")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()
+        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {' '.join(first[:3])}. "
+                         "Check that the file was saved from the same architecture.") from error

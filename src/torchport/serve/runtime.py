@@ -1,0 +1,469 @@
+"""`Deployment`: one model on a primary device with a live way back to a fallback device.
+
+A request that fails on the primary (an exception, no answer within `timeout_s`, NaN or inf in the
+outputs, out of memory) is answered by the fallback within the same request. Repeated failures open
+the circuit breaker (`torchport.serve.breaker`); shadow mode mirrors a share of traffic to the other
+device and judges the two outputs with compare's parity rule (`torchport.serve.shadow`); canary mode
+sends only a share of live traffic to the primary. `drain()` lets in-flight requests finish and
+refuses new ones.
+
+Primary calls run on a worker pool so that a hung call can be abandoned at the timeout (Python
+cannot kill it; the call keeps its worker until it returns and is counted as abandoned). The
+fallback runs in the caller's thread, without a timeout: it is the last resort.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torchport.errors import UsageError
+from torchport.serve.breaker import CircuitBreaker
+from torchport.serve.errors import Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, ServeError
+from torchport.serve.metrics import make_metrics
+from torchport.serve.model import call_model, load_factory, load_weights, nonfinite_count, to_device
+from torchport.serve.shadow import ShadowMonitor
+
+__all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
+
+PRIMARY, FALLBACK = "primary", "fallback"
+#: Why a primary call counts as failed.
+FAILURE_CAUSES = ("error", "timeout", "nonfinite", "oom")
+
+
+@dataclass
+class Answer:
+    """How one request was answered."""
+
+    #: The model's outputs on the host, before postprocess.
+    outputs: Any
+    #: PRIMARY or FALLBACK, and the backend name of that device.
+    role: str
+    device: str
+    #: The cause when this very request failed on the primary and was answered by the fallback.
+    failover: str | None = None
+    #: Why the request went straight to the fallback: 'canary' or 'breaker_open' (None: it did not).
+    routed: str | None = None
+    latency_s: float = 0.0
+    #: The postprocessed response body (predict only).
+    body: Any = None
+
+
+class _DeviceFailure(Exception):
+    def __init__(self, cause: str, detail: str):
+        super().__init__(f"{cause}: {detail}")
+        self.cause = cause
+        self.detail = detail
+
+
+def failure_cause(error: BaseException) -> str:
+    """'oom' for an out-of-memory error of any device (or the host), 'error' for anything else."""
+    import torch
+
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return "oom"
+    if isinstance(error, RuntimeError) and "out of memory" in str(error).lower():
+        return "oom"
+    return "error"
+
+
+class Replica:
+    """The model on one device; loaded at construction, or on first use when `lazy`."""
+
+    def __init__(self, role: str, backend, model, lazy: bool = False, copy_model: bool = False):
+        self.role = role
+        self.backend = backend
+        self.name = backend.name
+        self._source = copy.deepcopy(model) if copy_model else model
+        self._model = None
+        self._lock = threading.Lock()
+        self.device = None
+        if not lazy:
+            self.model()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def model(self):
+        """The model on this device, moving it there on first use."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self.device = self.backend.device()
+                    self._model = self._source.to(self.device)
+                    self._source = None
+        return self._model
+
+    def run(self, inputs: Any) -> Any:
+        """The model's outputs for `inputs` (host tensors in, host tensors out)."""
+        import torch
+
+        model = self.model()
+        with torch.inference_mode():
+            return to_device(call_model(model, to_device(inputs, self.device)), "cpu")
+
+
+def _share(name: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise UsageError(f"{name}={value!r} is not a share. Allowed: a number from 0.0 to 1.0, e.g. {name}=0.05.")
+    return float(value)
+
+
+class _Share:
+    """Picks exactly `share` of the calls, evenly spread (deterministic, unlike a coin toss)."""
+
+    def __init__(self, share: float):
+        self.share = share
+        self._credit = 0.0
+        self._lock = threading.Lock()
+
+    def pick(self) -> bool:
+        if self.share >= 1.0:
+            return True
+        if self.share <= 0.0:
+            return False
+        with self._lock:
+            self._credit += self.share
+            if self._credit >= 1.0:
+                self._credit -= 1.0
+                return True
+            return False
+
+
+@dataclass
+class _Background:
+    """A small pool for probes and shadow comparisons, with a bound on pending shadow work."""
+
+    limit: int
+    pool: concurrent.futures.ThreadPoolExecutor = field(default=None)
+    pending: int = 0
+    condition: threading.Condition = field(default_factory=threading.Condition)
+
+    def __post_init__(self):
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="torchport-background")
+
+    def submit(self, function, *args, bounded: bool = True) -> bool:
+        with self.condition:
+            if bounded and self.pending >= self.limit:
+                return False
+            self.pending += 1
+        try:
+            self.pool.submit(self._run, function, *args)
+        except RuntimeError:  # shut down
+            self._done()
+            return False
+        return True
+
+    def _run(self, function, *args):
+        try:
+            function(*args)
+        finally:
+            self._done()
+
+    def _done(self):
+        with self.condition:
+            self.pending -= 1
+            self.condition.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        with self.condition:
+            return self.condition.wait_for(lambda: self.pending == 0, timeout_s)
+
+
+class Deployment:
+    """Serve `factory`'s model on `primary` with `fallback` as the live way back.
+
+    `factory` is a `module:function` or a callable returning the model or a dict with `model` and
+    optionally `preprocess` and `postprocess` (see `torchport.serve.model`). `shadow` is the share of
+    requests also run on the other device and compared; `canary` the share of live traffic sent to
+    the primary. The breaker opens after `failure_threshold` primary failures in a row, probes after
+    `reset_after_s` and closes after `recovery_successes` good probes in a row.
+    """
+
+    def __init__(self, factory: Any, primary: str = "auto", fallback: str = "cpu", timeout_s: float = 2.0,
+                 shadow: float = 0.0, canary: float = 1.0, *, failure_threshold: int = 5,
+                 reset_after_s: float = 5.0, recovery_successes: int = 3, shadow_alarm_after: int = 3,
+                 shadow_window: int = 100, thresholds: Mapping[str, Any] | None = None, lazy_fallback: bool = False,
+                 max_concurrency: int = 32, max_background: int = 8, weights: str | None = None):
+        from torchport.backends import resolve
+
+        if not timeout_s > 0:
+            raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. timeout_s=2.")
+        if max_concurrency < 1:
+            raise UsageError(f"max_concurrency={max_concurrency!r} must be at least 1.")
+        self.timeout_s = float(timeout_s)
+        self.shadow_share = _share("shadow", shadow)
+        self.canary_share = _share("canary", canary)
+        self._shadow_pick = _Share(self.shadow_share)
+        self._canary_pick = _Share(self.canary_share)
+        primary_backend, fallback_backend = resolve(primary), resolve(fallback)
+        self.shadow_note = ""
+        if primary_backend.name == fallback_backend.name and self.shadow_share > 0:
+            self.shadow_note = (f"shadow not checked: primary and fallback are both {primary_backend.name!r}, "
+                                "a comparison would be a self-comparison")
+            self._shadow_pick = _Share(0.0)
+        self.spec = load_factory(factory)
+        if weights:
+            load_weights(self.spec.model, weights)
+        self.primary = Replica(PRIMARY, primary_backend, self.spec.model, copy_model=True)
+        self.fallback = Replica(FALLBACK, fallback_backend, self.spec.model, lazy=lazy_fallback)
+        self.metrics = make_metrics(self._replicas_loaded)
+        self.breaker = CircuitBreaker(failure_threshold, reset_after_s, recovery_successes,
+                                      on_change=self.metrics.breaker_changed)
+        self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds)
+        self.max_concurrency = max_concurrency
+        # Room for every live call plus as many abandoned at their timeout, so that a few hung calls do
+        # not make healthy ones queue past their own timeout.
+        self._primary_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2 * max_concurrency + 4,
+                                                                   thread_name_prefix="torchport-primary")
+        self._background = _Background(max_background)
+        self._state = threading.Condition()
+        self._in_flight = 0
+        self._abandoned = 0
+        self.draining = False
+
+    # -- state ---------------------------------------------------------------------------------
+    def _replicas_loaded(self):
+        return [(replica.role, replica.name, replica.backend) for replica in (self.primary, self.fallback)
+                if replica.loaded]
+
+    @property
+    def ready(self) -> bool:
+        """Not draining, and the model is loaded on the primary or the fallback."""
+        return not self.draining and (self.primary.loaded or self.fallback.loaded)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def status(self) -> dict[str, Any]:
+        """What /readyz reports: devices, breaker, shadow counts, drain state."""
+        monitor = self.shadow_monitor
+        return {
+            "ready": self.ready,
+            "draining": self.draining,
+            "model": self.spec.name,
+            "primary": {"device": self.primary.name, "loaded": self.primary.loaded},
+            "fallback": {"device": self.fallback.name, "loaded": self.fallback.loaded},
+            "breaker": self.breaker.state,
+            "canary": self.canary_share,
+            "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
+                       "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
+                       "note": self.shadow_note or None},
+            "in_flight": self._in_flight,
+            "abandoned_calls": self._abandoned,
+        }
+
+    # -- requests ------------------------------------------------------------------------------
+    def predict(self, payload: Any) -> Answer:
+        """Answer one JSON request: preprocess, `infer`, postprocess."""
+        with self._admitted():
+            try:
+                inputs = self.spec.preprocess(payload)
+            except ServeError as error:
+                self.metrics.rejected(error.kind)
+                raise
+            except Exception as error:
+                self.metrics.rejected(InvalidInput.kind)
+                raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
+            answer = self._infer(inputs)
+            try:
+                answer.body = self.spec.postprocess(answer.outputs)
+            except Exception as error:
+                raise ServeError(f"The model's postprocess raised {type(error).__name__}: {error}. "
+                                 "Fix the factory's postprocess; the outputs were computed.") from error
+            return answer
+
+    def infer(self, inputs: Any) -> Answer:
+        """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
+        with self._admitted():
+            return self._infer(inputs)
+
+    class _Admission:
+        def __init__(self, deployment):
+            self.deployment = deployment
+
+        def __enter__(self):
+            deployment = self.deployment
+            with deployment._state:
+                if deployment.draining:
+                    deployment.metrics.rejected(Draining.kind)
+                    raise Draining("The deployment is draining for shutdown and takes no new requests. "
+                                   "Retry on another replica.")
+                deployment._in_flight += 1
+                deployment.metrics.set_in_flight(deployment._in_flight)
+
+        def __exit__(self, *exc_info):
+            deployment = self.deployment
+            with deployment._state:
+                deployment._in_flight -= 1
+                deployment.metrics.set_in_flight(deployment._in_flight)
+                deployment._state.notify_all()
+            return False
+
+    def _admitted(self) -> _Admission:
+        return self._Admission(self)
+
+    def _infer(self, inputs: Any) -> Answer:
+        started = time.perf_counter()
+        try:
+            answer = self._route_and_run(inputs)
+        except ServeError as error:
+            self.metrics.rejected(error.kind)
+            raise
+        answer.latency_s = time.perf_counter() - started
+        outcome = "failover" if answer.failover else "ok"
+        self.metrics.answered(answer.role, answer.device, outcome, answer.latency_s)
+        if self._shadow_pick.pick():
+            self._start_shadow(inputs, answer)
+        return answer
+
+    def _route_and_run(self, inputs: Any) -> Answer:
+        if not self.breaker.allows_primary():
+            self.metrics.routed_to_fallback("breaker_open")
+            if self.breaker.try_start_probe():
+                self._background.submit(self._probe, inputs, bounded=False)
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
+        if not self._canary_pick.pick():
+            self.metrics.routed_to_fallback("canary")
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
+        try:
+            outputs = self._call_primary(inputs)
+        except _DeviceFailure as failure:
+            outputs = self._fail_over(failure, inputs)
+            return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
+        self.breaker.record_success()
+        return Answer(outputs, PRIMARY, self.primary.name)
+
+    def _call_primary(self, inputs: Any) -> Any:
+        try:
+            future = self._primary_pool.submit(self.primary.run, inputs)
+        except RuntimeError as error:  # the pool is shut down
+            raise _DeviceFailure("error", f"the primary's worker pool is closed ({error})") from error
+        try:
+            outputs = future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            if not future.cancel():
+                self._abandon(future)
+            raise _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}") from None
+        except Exception as error:
+            raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
+        bad = nonfinite_count(outputs)
+        if bad:
+            raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
+        return outputs
+
+    def _abandon(self, future) -> None:
+        with self._state:
+            self._abandoned += 1
+            self.metrics.set_abandoned(self._abandoned)
+
+        def finished(_future):
+            with self._state:
+                self._abandoned -= 1
+                self.metrics.set_abandoned(self._abandoned)
+
+        future.add_done_callback(finished)
+
+    def _fallback_only(self, inputs: Any) -> Any:
+        """The fallback's answer for a request routed straight to it."""
+        try:
+            outputs = self.fallback.run(inputs)
+        except Exception as error:
+            if failure_cause(error) == "error":
+                raise ModelRejectedInput(f"The model raised on {self.fallback.name!r} for this input: "
+                                         f"{type(error).__name__}: {error}. Check the input's shape and type.") from error
+            raise NoDeviceAnswered(f"The fallback {self.fallback.name!r} ran out of memory: {error}. "
+                                   "Lower the request size or the concurrency limit.") from error
+        bad = nonfinite_count(outputs)
+        if bad:
+            raise ModelRejectedInput(f"The model returned {bad} NaN or inf elements on {self.fallback.name!r} for this "
+                                     "input. Check the input's range.")
+        return outputs
+
+    def _fail_over(self, failure: _DeviceFailure, inputs: Any) -> Any:
+        """The fallback's answer for a request that failed on the primary; a failure on both sides that
+        the input explains (the model raises, or gives NaN, on both) is the input's fault, not the device's."""
+        try:
+            outputs = self.fallback.run(inputs)
+        except Exception as error:
+            cause = failure_cause(error)
+            if cause == "error" and failure.cause == "error":
+                raise ModelRejectedInput(
+                    f"The model raised on both devices for this input: {self.primary.name!r} {failure.detail}; "
+                    f"{self.fallback.name!r} {type(error).__name__}: {error}. Check the input's shape and type."
+                ) from error
+            self._primary_failed(failure)
+            raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
+                                   f"{self.fallback.name!r} failed ({cause}: {type(error).__name__}: {error}).") from error
+        bad = nonfinite_count(outputs)
+        if bad and failure.cause == "nonfinite":
+            raise ModelRejectedInput("The model returned NaN or inf on both devices for this input. "
+                                     "Check the input's range.")
+        self._primary_failed(failure)
+        if bad:
+            raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
+                                   f"{self.fallback.name!r} returned {bad} NaN or inf elements.")
+        return outputs
+
+    def _primary_failed(self, failure: _DeviceFailure) -> None:
+        self.metrics.failover(failure.cause)
+        self.breaker.record_failure()
+
+    # -- background work -----------------------------------------------------------------------
+    def _probe(self, inputs: Any) -> None:
+        try:
+            self._call_primary(inputs)
+        except _DeviceFailure:
+            self.breaker.record_failure(probe=True)
+            self.metrics.probe(False)
+            return
+        self.breaker.record_success(probe=True)
+        self.metrics.probe(True)
+
+    def _start_shadow(self, inputs: Any, answer: Answer) -> None:
+        if answer.failover or answer.routed == "breaker_open":
+            self.metrics.shadow_skipped("primary_unavailable")
+            return
+        if not self._background.submit(self._shadow, inputs, answer):
+            self.metrics.shadow_skipped("busy")
+
+    def _shadow(self, inputs: Any, answer: Answer) -> None:
+        try:
+            if answer.role == PRIMARY:
+                reference, target = self.fallback.run(inputs), answer.outputs
+            else:
+                reference, target = answer.outputs, self._call_primary(inputs)
+        except Exception:
+            self.metrics.shadow_skipped("failed")
+            return
+        result = self.shadow_monitor.observe(reference, target)
+        self.metrics.shadow(result, self.shadow_monitor.alarm)
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until pending probes and shadow comparisons are done; False on timeout."""
+        return self._background.flush(timeout_s)
+
+    # -- shutdown ------------------------------------------------------------------------------
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        """Refuse new requests (Draining, HTTP 503) and wait for in-flight ones; False on timeout."""
+        with self._state:
+            self.draining = True
+            return self._state.wait_for(lambda: self._in_flight == 0, timeout_s)
+
+    def close(self) -> None:
+        """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own)."""
+        self.drain(timeout_s=self.timeout_s)
+        self._primary_pool.shutdown(wait=False, cancel_futures=True)
+        self._background.pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

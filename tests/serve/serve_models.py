@@ -1,0 +1,86 @@
+"""Models for the serve tests: a deterministic linear model, a faulty one whose faults fire only on a
+non-CPU device (the primary), and a perturbed one for shadow mode."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+FEATURES = 8
+#: Value of inputs[0][0] that makes the primary fail in one way (any other value: a healthy call).
+MARKERS = {"error": 1001.0, "timeout": 1002.0, "nonfinite": 1003.0, "oom": 1004.0}
+
+
+class FaultPlan:
+    """Shared by every copy of a FaultyModel (deepcopy keeps the same plan)."""
+
+    def __init__(self, hang_s: float = 0.5):
+        self.hang_s = hang_s
+        self.down = False
+        self.primary_calls = 0
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class FaultyModel(torch.nn.Module):
+    """A linear layer; on a non-CPU device it throws, hangs, returns NaN or raises OOM on marked inputs,
+    and fails every call while the plan is down."""
+
+    def __init__(self, plan: FaultPlan):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(FEATURES, 4)
+        self.plan = plan
+
+    def forward(self, inputs):
+        outputs = self.linear(inputs)
+        if inputs.device.type == "cpu":
+            return outputs
+        self.plan.primary_calls += 1
+        if self.plan.down:
+            raise RuntimeError("primary device lost")
+        marker = float(inputs[0, 0])
+        if marker == MARKERS["error"]:
+            raise RuntimeError("kernel failed on the primary")
+        if marker == MARKERS["timeout"]:
+            time.sleep(self.plan.hang_s)
+            return outputs
+        if marker == MARKERS["nonfinite"]:
+            return outputs * float("nan")
+        if marker == MARKERS["oom"]:
+            raise torch.OutOfMemoryError("primary out of memory: tried to allocate 2.00 GiB")
+        return outputs
+
+
+class PerturbedModel(torch.nn.Module):
+    """A linear layer whose outputs on a non-CPU device are off by `scale` relative noise."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(FEATURES, 4)
+        self.scale = scale
+
+    def forward(self, inputs):
+        outputs = self.linear(inputs)
+        if inputs.device.type != "cpu" and self.scale:
+            generator = torch.Generator().manual_seed(int(inputs.sum().item() * 1000) % (2 ** 31))
+            noise = torch.randn(outputs.shape, generator=generator).to(outputs.device)
+            outputs = outputs + self.scale * outputs.abs().mean() * noise
+        return outputs
+
+
+def make_linear():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def sample(index: int, marker: float | None = None) -> list[list[float]]:
+    """A deterministic input row; with `marker`, its first element is that fault marker."""
+    generator = torch.Generator().manual_seed(index)
+    row = torch.randn(1, FEATURES, generator=generator)
+    if marker is not None:
+        row[0, 0] = marker
+    return row.tolist()

@@ -1,0 +1,206 @@
+"""Deployment in process: failover on the failing request itself, breaker, canary, shadow, drain.
+
+The primary is the emulated Trainium device (a real non-CPU PyTorch device), the fallback the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from serve_models import FEATURES, MARKERS, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample
+from torchport.errors import UsageError
+from torchport.serve import (CLOSED, HALF_OPEN, OPEN, Deployment, Draining, InvalidInput, ModelRejectedInput)
+
+PRIMARY = "neuron-emulated"
+
+
+def faulty(plan, **options):
+    options.setdefault("timeout_s", 0.2)
+    return Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", **options)
+
+
+def fallback_answer(deployment, rows):
+    """What the fallback device itself answers for `rows`, computed outside the runtime."""
+    with torch.inference_mode():
+        return deployment.fallback.model()(torch.tensor(rows)).tolist()
+
+
+def test_healthy_request_is_answered_by_the_primary_device():
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu") as deployment:
+        answer = deployment.predict({"inputs": sample(1)})
+        assert (answer.role, answer.device, answer.failover) == ("primary", PRIMARY, None)
+        expected = make_linear()(torch.tensor(sample(1)))
+        assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("cause", sorted(MARKERS))
+def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause):
+    plan = FaultPlan(hang_s=0.6)
+    with faulty(plan) as deployment:
+        rows = sample(7, MARKERS[cause])
+        started = time.perf_counter()
+        answer = deployment.predict({"inputs": rows})
+        elapsed = time.perf_counter() - started
+        assert (answer.role, answer.device, answer.failover) == ("fallback", "cpu", cause)
+        assert answer.body["outputs"] == fallback_answer(deployment, rows)
+        if cause == "timeout":
+            assert elapsed < 0.5, "the fallback answers at the timeout, not when the hung call returns"
+        following = deployment.predict({"inputs": sample(8)})
+        assert following.role == "primary" and deployment.breaker.state == CLOSED
+        exposition = deployment.metrics.exposition()[0].decode()
+        assert f'torchport_serve_failovers_total{{cause="{cause}"}} 1.0' in exposition
+
+
+def test_breaker_opens_after_the_threshold_probes_and_closes_on_recovery():
+    plan = FaultPlan()
+    with faulty(plan, failure_threshold=3, reset_after_s=0.05, recovery_successes=2) as deployment:
+        plan.down = True
+        answers = [deployment.predict({"inputs": sample(index)}) for index in range(5)]
+        assert [answer.failover for answer in answers[:3]] == ["error"] * 3
+        assert [answer.routed for answer in answers[3:]] == ["breaker_open"] * 2
+        assert all(answer.role == "fallback" for answer in answers)
+        assert deployment.breaker.state == OPEN
+        calls_while_open = plan.primary_calls
+        time.sleep(0.06)
+        deployment.predict({"inputs": sample(10)})  # starts a probe, which fails: open again
+        deployment.flush()
+        assert plan.primary_calls == calls_while_open + 1 and deployment.breaker.state == OPEN
+        plan.down = False
+        deadline = time.monotonic() + 10
+        while deployment.breaker.state != CLOSED and time.monotonic() < deadline:
+            answer = deployment.predict({"inputs": sample(11)})
+            assert answer.role == "fallback" and answer.routed == "breaker_open"
+            deployment.flush()
+            time.sleep(0.06)
+        assert deployment.breaker.state == CLOSED
+        states = [state for state, _ in deployment.breaker.history]
+        assert states == [OPEN, HALF_OPEN, OPEN, HALF_OPEN, CLOSED]
+        assert deployment.predict({"inputs": sample(12)}).role == "primary"
+
+
+def test_canary_sends_exactly_its_share_to_the_primary():
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu", canary=0.25) as deployment:
+        roles = [deployment.predict({"inputs": sample(index)}).role for index in range(40)]
+        assert roles.count("primary") == 10 and roles.count("fallback") == 30
+
+
+def test_shadow_flags_a_perturbed_primary_within_three_requests():
+    # shadow=1.0 and alarm_after=3: the alarm rises on the third mismatching request (with
+    # shadow=s it rises within about 3/s requests, e.g. 60 at the default 0.05).
+    with Deployment(lambda: PerturbedModel(0.05), primary=PRIMARY, fallback="cpu", shadow=1.0,
+                    shadow_alarm_after=3) as deployment:
+        for index in range(3):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        monitor = deployment.shadow_monitor
+        assert monitor.alarm and monitor.first_alarm_at == 3 and monitor.mismatches == 3
+        assert "cosine" in " ".join(monitor.last.reasons) or "max abs" in " ".join(monitor.last.reasons)
+        assert "torchport_serve_shadow_drift_alarm 1.0" in deployment.metrics.exposition()[0].decode()
+
+
+def test_shadow_raises_no_alarm_for_a_faithful_primary():
+    with Deployment(lambda: PerturbedModel(0.0), primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for index in range(60):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        monitor = deployment.shadow_monitor
+        assert monitor.comparisons == 60 and monitor.mismatches == 0 and not monitor.alarm
+        assert monitor.last.cosine > 0.9999
+
+
+def test_shadow_of_a_canary_request_runs_the_primary():
+    with Deployment(lambda: PerturbedModel(0.05), primary=PRIMARY, fallback="cpu", shadow=1.0,
+                    canary=0.0) as deployment:
+        answer = deployment.predict({"inputs": sample(3)})
+        deployment.flush()
+        assert answer.routed == "canary" and deployment.shadow_monitor.mismatches == 1
+
+
+def test_shadow_on_one_device_is_reported_as_not_checked():
+    with Deployment(make_linear, primary="cpu", fallback="cpu", shadow=0.5) as deployment:
+        assert "self-comparison" in deployment.shadow_note
+        deployment.predict({"inputs": sample(1)})
+        deployment.flush()
+        assert deployment.shadow_monitor.comparisons == 0
+        assert deployment.status()["shadow"]["note"] == deployment.shadow_note
+
+
+def test_drain_lets_in_flight_requests_finish_and_refuses_new_ones():
+    plan = FaultPlan(hang_s=0.3)
+    with faulty(plan, timeout_s=2.0) as deployment:
+        results = []
+        worker = threading.Thread(target=lambda: results.append(deployment.predict({"inputs": sample(1, MARKERS["timeout"])})))
+        worker.start()
+        while deployment.in_flight == 0:
+            time.sleep(0.005)
+        drained = []
+        drainer = threading.Thread(target=lambda: drained.append(deployment.drain(timeout_s=5)))
+        drainer.start()
+        while not deployment.draining:
+            time.sleep(0.005)
+        with pytest.raises(Draining) as refused:
+            deployment.predict({"inputs": sample(2)})
+        assert refused.value.status == 503 and not deployment.ready
+        worker.join()
+        drainer.join()
+        assert drained == [True] and results[0].role == "primary"
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    ([1, 2], "expected an object with 'inputs'"),
+    ({"input": [1.0]}, "expected an object with 'inputs'"),
+    ({"inputs": "abc"}, "nested lists of numbers"),
+    ({"inputs": [[1.0, 2.0], [3.0]]}, "rectangular"),
+    ({"inputs": [[float("nan")] * FEATURES]}, "NaN or infinity"),
+])
+def test_bad_inputs_are_invalid_input_errors(payload, fragment):
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(InvalidInput) as error:
+            deployment.predict(payload)
+        assert error.value.status == 400 and fragment in str(error.value)
+
+
+def test_an_input_the_model_rejects_on_both_devices_is_422_and_does_not_trip_the_breaker():
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu", failure_threshold=1) as deployment:
+        with pytest.raises(ModelRejectedInput) as error:
+            deployment.predict({"inputs": [[1.0, 2.0, 3.0]]})
+        assert error.value.status == 422 and "both devices" in str(error.value)
+        assert deployment.breaker.state == CLOSED
+
+
+def test_lazy_fallback_loads_on_first_failover():
+    plan = FaultPlan()
+    with faulty(plan, lazy_fallback=True) as deployment:
+        assert not deployment.fallback.loaded and deployment.ready
+        answer = deployment.predict({"inputs": sample(1, MARKERS["error"])})
+        assert answer.failover == "error" and deployment.fallback.loaded
+
+
+def test_weights_are_loaded_with_weights_only(tmp_path):
+    trained = make_linear()
+    with torch.no_grad():
+        for parameter in trained.parameters():
+            parameter.add_(1.0)
+    path = tmp_path / "weights.pt"
+    torch.save(trained.state_dict(), path)
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(path)) as deployment:
+        answer = deployment.predict({"inputs": sample(1)})
+        assert torch.allclose(torch.tensor(answer.body["outputs"]), trained(torch.tensor(sample(1))), atol=1e-5)
+    torch.save({"model": trained}, tmp_path / "pickled.pt")  # a pickled module, not weights
+    with pytest.raises(UsageError, match="weights_only=True"):
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "pickled.pt"))
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"shadow": 1.5}, "shadow=1.5 is not a share"),
+    ({"canary": -0.1}, "canary=-0.1 is not a share"),
+    ({"timeout_s": 0}, "timeout_s=0"),
+    ({"primary": "warp-drive"}, "Unknown device 'warp-drive'"),
+])
+def test_bad_settings_are_usage_errors(options, fragment):
+    with pytest.raises(UsageError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+        Deployment(make_linear, **{"primary": PRIMARY, "fallback": "cpu", **options})
