@@ -22,12 +22,20 @@ __all__ = [
     "all_backends",
     "resolve",
     "canonical_name",
+    "real_backends",
+    "targets",
+    "emulated_name",
+    "broken_plugins",
+    "EMULATED_SUFFIX",
 ]
+
+#: The suffix every emulated twin's name carries ('neuron-emulated').
+EMULATED_SUFFIX = "-emulated"
 
 #: The order `auto` tries backends in. The one place this order is written down.
 PRIORITY: tuple[str, ...] = ("cuda", "neuron", "xla", "xpu", "npu", "mps", "cpu")
 
-_BUILTIN_MODULES = ("cpu", "cuda", "xla", "neuron", "mps", "xpu", "npu", "emulated")
+_BUILTIN_MODULES = ("cpu", "cuda", "xla", "neuron", "mps", "xpu", "npu")
 _registry: dict[str, Backend] = {}
 _aliases: dict[str, str] = {}
 _loaded = False
@@ -60,11 +68,36 @@ def _load() -> None:
     for entry_point in entry_points:
         try:
             entry_point.load()
-        except Exception:  # a broken plugin is reported by doctor, not fatal here
-            _broken_plugins[entry_point.name] = entry_point.value
+        except Exception as error:  # a broken plugin is reported by doctor, not fatal here
+            _broken_plugins[entry_point.name] = f"{entry_point.value}: {type(error).__name__}: {error}"
+    from torchport.backends import emulated
+
+    emulated.register_twins(list(_registry.values()))
 
 
 _broken_plugins: dict[str, str] = {}
+
+
+def broken_plugins() -> dict[str, str]:
+    """{entry point name: 'module:attr: why it failed to load'} for third-party backends that broke."""
+    _load()
+    return dict(_broken_plugins)
+
+
+def real_backends() -> list[Backend]:
+    """Registered backends that are devices (no '-emulated' twins), in the order `auto` tries them."""
+    return [backend for backend in all_backends() if not backend.name.endswith(EMULATED_SUFFIX)]
+
+
+def targets() -> tuple[str, ...]:
+    """The targets code written for cuda can be ported to and judged for: every real backend but
+    cuda, the source every rule and facade speaks of (the host cpu last)."""
+    return tuple(backend.name for backend in real_backends() if backend.name != "cuda")
+
+
+def emulated_name(name: str) -> str:
+    """'<name>-emulated': the twin of a real backend."""
+    return f"{canonical_name(name).removesuffix(EMULATED_SUFFIX)}{EMULATED_SUFFIX}"
 
 
 def all_backends() -> list[Backend]:

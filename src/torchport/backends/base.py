@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import ClassVar
 
@@ -42,16 +44,9 @@ class Backend:
     aliases: ClassVar[tuple[str, ...]] = ()
     #: The profile (torchport/profiles/<name>.yaml) holding this device's facts; default: `name`.
     profile_name: ClassVar[str] = ""
-    #: Whether torch.amp.GradScaler has kernels for this device (fp16 training keeps its scaler).
-    supports_grad_scaler: ClassVar[bool] = True
-    #: Whether host memory can be pinned for transfers to this device.
-    supports_pinned_memory: ClassVar[bool] = True
-    #: Whether torch.Event / torch.Stream work on this device (lazy-tensor devices have neither).
-    native_events: ClassVar[bool] = True
-    native_streams: ClassVar[bool] = True
-    #: Whether torch.load(map_location=<this device>) can restore storages directly; where it
-    #: cannot, checkpoints load to the host and load_state_dict copies them over.
-    loads_to_device: ClassVar[bool] = True
+    #: A third-party backend's profile file, relative to its module's folder (or absolute); default:
+    #: '<name>.yaml' next to the module. Built-in backends keep theirs in torchport/profiles.
+    profile_path: ClassVar[str] = ""
     #: One line for `torchport doctor`.
     description: ClassVar[str] = ""
     #: Whether `auto` may pick it.
@@ -76,6 +71,59 @@ class Backend:
             cached = self.__dict__["_profile"] = load(self.profile_name or self.name)
         return cached
 
+    def profile_file(self) -> Path | None:
+        """Where a third-party backend's profile lives (None for torchport's own backends)."""
+        module = sys.modules.get(type(self).__module__)
+        module_file = getattr(module, "__file__", None)
+        if self.profile_path:
+            path = Path(self.profile_path)
+            return path if path.is_absolute() or module_file is None else Path(module_file).parent / path
+        if module_file is None or type(self).__module__.startswith("torchport."):
+            return None
+        return Path(module_file).parent / f"{self.profile_name or self.name}.yaml"
+
+    def capability_flag(self, name: str):
+        """A capability the profile states (schema.CAPABILITIES, or 'compiler')."""
+        return self.profile().capabilities[name]
+
+    # The capability facts, each read from the profile (a subclass may still override one with a
+    # plain class attribute, e.g. a third-party backend without a profile).
+    @property
+    def supports_grad_scaler(self) -> bool:
+        """Whether torch.amp.GradScaler has kernels for this device (fp16 training keeps its scaler)."""
+        return bool(self.capability_flag("grad_scaler"))
+
+    @property
+    def supports_pinned_memory(self) -> bool:
+        """Whether host memory can be pinned for transfers to this device."""
+        return bool(self.capability_flag("pinned_memory"))
+
+    @property
+    def native_events(self) -> bool:
+        """Whether torch.Event works on this device (lazy-tensor devices have none)."""
+        return bool(self.capability_flag("native_events"))
+
+    @property
+    def native_streams(self) -> bool:
+        """Whether torch.Stream works on this device."""
+        return bool(self.capability_flag("native_streams"))
+
+    @property
+    def loads_to_device(self) -> bool:
+        """Whether torch.load(map_location=<this device>) restores storages directly; where it
+        cannot, checkpoints load to the host and load_state_dict copies them over."""
+        return bool(self.capability_flag("loads_to_device"))
+
+    @property
+    def supports_fused_optimizers(self) -> bool:
+        """Whether torch.optim's fused=True implementations run on this device."""
+        return bool(self.capability_flag("fused_optimizers"))
+
+    @property
+    def compiler(self) -> str:
+        """The torch.compile backend for this target ('inductor', 'openxla', ...)."""
+        return str(self.capability_flag("compiler"))
+
     @property
     def dist_backend(self) -> str:
         """The torch.distributed backend for this device."""
@@ -83,8 +131,16 @@ class Backend:
 
     @property
     def preferred_precision(self) -> str:
-        """Reduced precision the hardware prefers for autocast ("bfloat16", "float16", "float32")."""
-        return self.profile().preferred_precision
+        """Reduced precision the hardware prefers for autocast ("bfloat16", "float16", "float32"):
+        the profile's, unless its `preferred_precision_requires` rule fails on this host."""
+        profile = self.profile()
+        rule = profile.data.get("preferred_precision_requires")
+        if rule:
+            from torchport.backends.cpu import cpu_flags
+
+            if not set(rule["host_cpu_flags_any"]) & cpu_flags():
+                return rule["otherwise"]
+        return profile.preferred_precision
 
     def is_accelerator(self) -> bool:
         """False only for the host CPU."""

@@ -36,22 +36,19 @@ def cpu_model_name() -> str:
 
 
 def has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX on x86, or any aarch64 with the bf16 extension."""
-    flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    """Whether the host computes bf16 natively: the flags cpu.yaml's `preferred_precision_requires`
+    names (AVX512-BF16 or AMX on x86, the bf16 extension on aarch64)."""
+    from torchport import backends
+
+    return backends.get("cpu").preferred_precision == "bfloat16"
 
 
 @register
 class CPUBackend(Backend):
     name = "cpu"
     aliases = ("host",)
-    supports_pinned_memory = False
     auto_selectable = True
     description = "the host CPU"
-
-    @property
-    def preferred_precision(self) -> str:  # type: ignore[override]
-        return "bfloat16" if has_native_bf16() else "float32"
 
     def probe(self) -> Probe:
         return Probe(True, "always available")

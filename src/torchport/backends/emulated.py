@@ -18,18 +18,17 @@ __all__ = ["EmulatedBackend", "EMULATED_DEVICE_TYPE"]
 #: The torch device type every emulated target shares.
 EMULATED_DEVICE_TYPE = "emulated"
 
-# Targets with a profile; the emulated backends are generated from this list (kept here so that
-# building the registry never reads YAML or imports torch).
-_TARGETS: dict[str, str] = {
-    # profile name: description (precision, collectives and the rest come from the profile)
-    "neuron": "AWS Trainium / Inferentia",
-    "xla": "Google TPU / XLA",
-    "mps": "Apple silicon GPU",
-    "xpu": "Intel GPU",
-    "npu": "Huawei Ascend",
-    "cuda": "NVIDIA GPU",
-    "cpu": "host CPU",
+#: What the emulator itself cannot do, whatever the target: it computes synchronously on the host
+#: (no device events or streams to hand out), cannot pin host memory, and runs collectives through
+#: gloo registered for the ``emulated`` device (``dist_backend``). Every other capability and
+#: decision (GradScaler, precision, checkpoint loading, fused optimizers, compiler) is the real
+#: target's, read from its profile, so a twin rehearses the decisions the target makes.
+EMULATOR_LIMITS: dict[str, object] = {
+    "pinned_memory": False,
+    "native_events": False,
+    "native_streams": False,
 }
+EMULATOR_DIST_BACKEND = "emulated"
 
 
 class EmulatedBackend(Backend):
@@ -38,14 +37,16 @@ class EmulatedBackend(Backend):
     #: The profile (torchport/profiles/<name>.yaml) this backend follows.
     profile_name: ClassVar[str] = ""
     auto_selectable = False
-    supports_pinned_memory = False
-    supports_grad_scaler = True
-    # The emulator computes synchronously on the host: no device events or streams to hand out.
-    native_events = False
-    native_streams = False
+
+    def capability_flag(self, name: str):
+        """The real target's capability, unless the emulator cannot provide it (EMULATOR_LIMITS)."""
+        if name in EMULATOR_LIMITS:
+            return EMULATOR_LIMITS[name]
+        return super().capability_flag(name)
+
     # gloo registered for the CPU and the emulated device (torchport/emulated/distributed.py); the
     # emulated device's collective kernels hand gloo CPU views of the device bytes.
-    dist_backend = "emulated"
+    dist_backend = EMULATOR_DIST_BACKEND
 
     @property
     def device_type(self) -> str:  # type: ignore[override]
@@ -161,35 +162,32 @@ class EmulatedBackend(Backend):
         self.device_module().synchronize()
 
 
-def _real_aliases(profile_name: str) -> tuple[str, ...]:
-    """The real backend's aliases: 'trainium' names neuron, so 'trainium-emulated' names neuron-emulated.
-
-    The registry loads this module after the real backends, so they are registered by now; a real
-    backend that failed to load leaves its emulator with no aliases.
-    """
-    from torchport import backends
-    from torchport.errors import UnknownDeviceError
-
-    try:
-        return tuple(backends.get(profile_name).aliases)
-    except UnknownDeviceError:
-        return ()
-
-
-def _make(profile_name: str, description: str) -> type[EmulatedBackend]:
+def _make(real: Backend) -> type[EmulatedBackend]:
+    """The '<name>-emulated' twin of a registered real backend; its aliases follow the real ones
+    ('trainium' names neuron, so 'trainium-emulated' names neuron-emulated)."""
+    profile_name = real.profile_name or real.name
+    description = real.description or profile_name
     attributes = {
-        "name": f"{profile_name}-emulated",
+        "name": f"{real.name}-emulated",
         "profile_name": profile_name,
-        "description": f"{description} emulated on the CPU",
+        "description": f"{description}, emulated on the CPU",
         # Keep the property: Backend.__init_subclass__ would otherwise set device_type = name.
         "device_type": EmulatedBackend.__dict__["device_type"],
-        "aliases": tuple(f"{alias}-emulated" for alias in _real_aliases(profile_name)),
+        "aliases": tuple(f"{alias}-emulated" for alias in real.aliases),
         "__doc__": f"{description}, emulated on the CPU with the {profile_name!r} profile.",
         "__module__": __name__,
     }
-    class_name = f"{profile_name.capitalize()}EmulatedBackend"
+    if real.profile_file() is not None:
+        attributes["profile_path"] = str(real.profile_file())
+    class_name = f"{real.name.replace('-', '_').capitalize()}EmulatedBackend"
     return register(type(class_name, (EmulatedBackend,), attributes))
 
 
-for _profile_name, _description in _TARGETS.items():
-    globals()[f"{_profile_name.capitalize()}EmulatedBackend"] = _make(_profile_name, _description)
+def register_twins(real_backends) -> None:
+    """Give every real backend (built-in or third-party) its '-emulated' twin. The registry calls
+    this once, after it has loaded the built-in modules and the entry points."""
+    for real in real_backends:
+        if isinstance(real, EmulatedBackend):
+            continue
+        twin = _make(real)
+        globals()[twin.__name__] = twin

@@ -10,7 +10,6 @@ from torchport.backends.base import Backend, Probe
 class MPSBackend(Backend):
     name = "mps"
     aliases = ("apple", "metal")
-    supports_pinned_memory = False
     description = "Apple Silicon GPUs through Metal"
 
     def probe(self) -> Probe:

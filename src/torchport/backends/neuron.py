@@ -10,7 +10,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class NeuronBackend(Backend):
     name = "neuron"
     aliases = ("trainium", "inferentia", "trn", "inf", "aws-neuron")
-    supports_grad_scaler = False
     description = "AWS Trainium / Inferentia NeuronCores through TorchNeuron"
 
     def probe(self) -> Probe:

@@ -12,10 +12,6 @@ from torchport.backends.base import Backend, Probe, package_installed
 class XLABackend(Backend):
     name = "xla"
     aliases = ("tpu", "pjrt")
-    supports_pinned_memory = False
-    native_events = False
-    loads_to_device = False
-    native_streams = False
     description = "Google TPU (or XLA on CPU/GPU) through torch_xla and PJRT"
 
     def probe(self) -> Probe:

@@ -35,8 +35,11 @@ class PriceTable:
     currency: str = "USD"
 
     def instance_for(self, backend_name: str) -> tuple[str, float] | None:
-        """(instance, price per hour) for a backend, or None when the table has none."""
-        instance = self.devices.get(backend_name)
+        """(instance, price per hour) for a backend, or None when the table has none. An emulated
+        twin ('neuron-emulated') stands for the instance of its real backend unless listed itself."""
+        from torchport.backends import EMULATED_SUFFIX
+
+        instance = self.devices.get(backend_name) or self.devices.get(backend_name.removesuffix(EMULATED_SUFFIX))
         if instance is None or instance not in self.instances:
             return None
         return instance, float(self.instances[instance]["price_per_hour"])
@@ -45,6 +48,25 @@ class PriceTable:
 def default_prices_path() -> Path:
     """The example price table shipped with torchport."""
     return Path(str(resources.files("torchport.compare").joinpath("prices.yaml")))
+
+
+def _registered_backend(name: str, path: Path) -> str:
+    """The registry's name for a 'devices' key (aliases allowed); a key naming no backend is an error."""
+    import difflib
+
+    from torchport import backends
+    from torchport.errors import UnknownDeviceError
+
+    try:
+        return backends.canonical_name(name)
+    except UnknownDeviceError:
+        known = [backend.name for backend in backends.all_backends()]
+        close = difflib.get_close_matches(name, backends.names(), n=1)
+        hint = f"Did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"Device {name!r} in {str(path)!r} is not a torchport backend. {hint}Known backends: {', '.join(known)}. "
+            "Rename the key under 'devices' to a backend name (see 'torchport doctor')."
+        ) from None
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
@@ -67,7 +89,9 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
             raise UsageError(
                 f"Instance {name!r} in {str(path)!r} has price_per_hour {price!r}; it must be a positive number. {layout}"
             )
+    devices = {}
     for backend_name, instance in data["devices"].items():
+        devices[_registered_backend(str(backend_name), path)] = str(instance)
         if instance not in data["instances"]:
             raise UsageError(
                 f"Device {backend_name!r} in {str(path)!r} stands for instance {instance!r}, which the table does not "
@@ -75,7 +99,7 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
             )
     return PriceTable(
         instances=data["instances"],
-        devices={str(key): str(value) for key, value in data["devices"].items()},
+        devices=devices,
         source=str(path),
         currency=str(data.get("currency", "USD")),
     )

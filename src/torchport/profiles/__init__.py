@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from torchport.errors import ProfileError
-from torchport.profiles.schema import DTYPE_STATUSES, OP_STATUSES, PROFILE_SCHEMA
+from torchport.profiles.schema import PROFILE_SCHEMA, SchemaViolation, validate
 
 __all__ = [
     "Profile",
@@ -30,6 +30,7 @@ __all__ = [
     "PROFILE_DIRECTORY",
     "PROFILE_SCHEMA",
     "aliases",
+    "FACTS",
 ]
 
 #: Where the built-in profiles live.
@@ -77,6 +78,17 @@ class Profile:
     ops: dict[str, OpRule]
     data: dict = field(repr=False, compare=False)
     path: str = ""
+    #: Capability flags (grad_scaler, pinned_memory, native_events, ...) and `compiler`.
+    capabilities: dict = field(default_factory=dict, compare=False)
+    #: What torch.compile(dynamic=True) does: 'supported', 'recompiles' or 'rejected'.
+    dynamic_shapes: str = "supported"
+
+    def fact(self, name: str):
+        """The value of a named fact (see FACTS) that rules and reports depend on."""
+        try:
+            return FACTS[name][1](self)
+        except KeyError:
+            raise ProfileError(f"Unknown profile fact {name!r}. Known facts: {', '.join(FACTS)}.") from None
 
     def dtype_rule(self, dtype_name: str) -> DtypeRule:
         """The rule for a dtype name such as 'float64'; dtypes the profile omits are native."""
@@ -100,6 +112,31 @@ class Profile:
     def to_dict(self) -> dict:
         """The profile as plain data (for JSON reports)."""
         return dict(self.data)
+
+
+#: The facts a rule's severity may depend on: name -> (what it means, how the profile answers it).
+FACTS: dict = {
+    "float64": ("how float64 is computed: native, downcast or refused", lambda p: p.dtype_rule("float64").status),
+    "int64": ("how int64 is computed: native, downcast or refused", lambda p: p.dtype_rule("int64").status),
+    "data-dependent shapes": (
+        "what an op with a data-dependent output shape (aten::nonzero) does: native, fallback or unsupported",
+        lambda p: (p.op_rule("aten::nonzero") or OpRule("native", "", "")).status,
+    ),
+    "dynamic shapes": ("what torch.compile(dynamic=True) does: supported, recompiles or rejected",
+                       lambda p: p.dynamic_shapes),
+    "accelerator": ("whether the target is an accelerator (false only for the host CPU)",
+                    lambda p: p.device_type != "cpu"),
+    "execution": (
+        "how ops run: 'host' (the CPU itself), 'graph' (static-shape graphs, a host sync cuts one) or 'eager'",
+        lambda p: "host" if p.device_type == "cpu" else "graph" if p.static_shapes else "eager",
+    ),
+    "vendor package": ("whether the device needs a package outside torch (the profile's 'package')",
+                       lambda p: bool(p.data.get("package"))),
+    **{
+        f"capability {name}": (f"the profile's capabilities.{name}", lambda p, name=name: p.capabilities[name])
+        for name in ("grad_scaler", "pinned_memory", "fused_optimizers", "compiler")
+    },
+}
 
 
 def names() -> list[str]:
@@ -140,12 +177,28 @@ def aliases() -> dict[str, str]:
     return dict(sorted(table.items()))
 
 
+def _registered_profile(key: str) -> Path | None:
+    """The profile file a registered (third-party) backend ships in its own package."""
+    from torchport import backends
+    from torchport.errors import UnknownDeviceError
+
+    try:
+        backend = backends.get(key)
+    except UnknownDeviceError:
+        return None
+    path = backend.profile_file()
+    return path if path is not None and path.is_file() else None
+
+
 def _find(name: str) -> Path:
     key = _canonical(name)
     for directory in _search_path():
         candidate = directory / f"{key}.yaml"
         if candidate.is_file():
             return candidate
+    registered = _registered_profile(key)
+    if registered is not None:
+        return registered
     raise ProfileError(
         f"Unknown target {name!r}. Known targets: {', '.join(names())} (aliases: {', '.join(aliases())}). "
         "Pass one of them, or a path to your own profile YAML (see torchport/profiles/neuron.yaml)."
@@ -176,31 +229,20 @@ def _read(path: Path) -> dict:
 
 
 def _validate(document: dict, path: Path) -> None:
-    missing = [key for key in PROFILE_SCHEMA["required"] if key not in document]
-    if missing:
+    """The one validation, the same with or without jsonschema installed (schema.validate)."""
+    try:
+        validate(document)
+    except SchemaViolation as error:
         raise ProfileError(
-            f"Profile {str(path)!r} lacks {missing}. Required keys: {PROFILE_SCHEMA['required']}. "
-            "Add them, or start with 'extends: <target>'."
-        )
-    for dtype_name, rule in (document.get("dtypes") or {}).items():
-        if not isinstance(rule, dict) or rule.get("status") not in DTYPE_STATUSES:
-            raise ProfileError(
-                f"Profile {str(path)!r}: dtype {dtype_name!r} has status {rule!r}; allowed: {DTYPE_STATUSES}."
-            )
+            f"Profile {str(path)!r}: {error.where} = {error.value!r} is not allowed: {error.allowed}. "
+            "Fix the file (the built-in profiles in torchport/profiles are complete examples)."
+        ) from None
+    for dtype_name, rule in document["dtypes"].items():
         if rule["status"] == "downcast" and not rule.get("to"):
-            raise ProfileError(f"Profile {str(path)!r}: dtype {dtype_name!r} is 'downcast' but names no 'to' dtype.")
-    for op_name, rule in (document.get("ops") or {}).items():
-        if not isinstance(rule, dict) or rule.get("status") not in OP_STATUSES:
-            raise ProfileError(f"Profile {str(path)!r}: op {op_name!r} has status {rule!r}; allowed: {OP_STATUSES}.")
-    try:
-        import jsonschema
-    except ImportError:
-        return
-    try:
-        jsonschema.validate(document, PROFILE_SCHEMA)
-    except jsonschema.ValidationError as error:
-        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise ProfileError(f"Profile {str(path)!r} is invalid at {where}: {error.message}.") from error
+            raise ProfileError(
+                f"Profile {str(path)!r}: dtypes.{dtype_name} is 'downcast' but names no 'to' dtype. "
+                "Add 'to: float32' (or the dtype the target computes it in)."
+            )
 
 
 def load(target: str | os.PathLike) -> Profile:
@@ -226,4 +268,6 @@ def load(target: str | os.PathLike) -> Profile:
         ops={key: OpRule(**value) for key, value in (document["ops"] or {}).items()},
         data=document,
         path=str(path),
+        capabilities={key: value for key, value in document["capabilities"].items() if key != "sources"},
+        dynamic_shapes=shapes.get("dynamic") or ("recompiles" if shapes["static"] else "supported"),
     )

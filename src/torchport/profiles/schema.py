@@ -1,19 +1,43 @@
-"""The JSON Schema every profile file satisfies (checked by the loader and by the tests)."""
+"""The JSON Schema every profile file satisfies, and the one validator that checks it.
+
+`validate` is plain Python over the subset of JSON Schema this file uses (type, enum, pattern,
+required, properties, additionalProperties, items, minItems, minimum, minProperties), so a user's
+install (no jsonschema) and development check a profile the same way; the tests compare it with
+jsonschema where that is installed.
+"""
 
 from __future__ import annotations
 
-__all__ = ["PROFILE_SCHEMA", "DTYPE_STATUSES", "OP_STATUSES"]
+import difflib
+import re
+
+__all__ = [
+    "PROFILE_SCHEMA",
+    "DTYPE_STATUSES",
+    "OP_STATUSES",
+    "DYNAMIC_SHAPES",
+    "CAPABILITIES",
+    "SchemaViolation",
+    "validate",
+]
 
 #: What a dtype can be on a target: computed as is, computed in a narrower type, or rejected.
 DTYPE_STATUSES = ("native", "downcast", "refused")
 #: What an op can be on a target: run on the device, run on the host, or not run at all.
 OP_STATUSES = ("native", "fallback", "unsupported")
+#: What torch.compile(dynamic=True) does on a target: works, recompiles per new shape, is rejected.
+DYNAMIC_SHAPES = ("supported", "recompiles", "rejected")
+#: The capability flags a profile states (besides `compiler`, a string), read by the Backend base.
+CAPABILITIES = (
+    "grad_scaler", "pinned_memory", "native_events", "native_streams", "loads_to_device", "fused_optimizers",
+)
 
 PROFILE_SCHEMA: dict = {
     "type": "object",
     "required": [
         "name", "title", "device_type", "emulated_name", "preferred_precision",
         "collective_backends", "memory_bytes", "sources", "dtypes", "ops", "shapes", "fallback",
+        "capabilities",
     ],
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z]+$"},
@@ -23,6 +47,27 @@ PROFILE_SCHEMA: dict = {
         "extends": {"type": "string"},
         "emulated_name": {"type": "string", "pattern": "^[a-z]+-emulated$"},
         "preferred_precision": {"enum": ["bfloat16", "float16", "float32"]},
+        "preferred_precision_requires": {
+            "type": "object",
+            "required": ["host_cpu_flags_any", "otherwise"],
+            "properties": {
+                "host_cpu_flags_any": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "otherwise": {"enum": ["bfloat16", "float16", "float32"]},
+                "source": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+        "package": {"type": "string"},
+        "capabilities": {
+            "type": "object",
+            "required": [*CAPABILITIES, "compiler"],
+            "properties": {
+                **{name: {"type": "boolean"} for name in CAPABILITIES},
+                "compiler": {"type": "string"},
+                "sources": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "additionalProperties": False,
+        },
         "collective_backends": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "memory_bytes": {"type": "integer", "minimum": 1},
         "sources": {"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1},
@@ -60,6 +105,7 @@ PROFILE_SCHEMA: dict = {
             "required": ["static", "source", "compile_seconds_per_graph", "compile_seconds_per_op_signature"],
             "properties": {
                 "static": {"type": "boolean"},
+                "dynamic": {"enum": list(DYNAMIC_SHAPES)},
                 "note": {"type": "string"},
                 "source": {"type": "string"},
                 "compile_seconds_per_graph": {"type": "number", "minimum": 0},
@@ -77,3 +123,73 @@ PROFILE_SCHEMA: dict = {
     },
     "additionalProperties": False,
 }
+
+
+class SchemaViolation(ValueError):
+    """One place where a document breaks the schema: `where` (a key path), the value, what is allowed."""
+
+    def __init__(self, where: str, value, allowed: str):
+        self.where = where
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{where} = {value!r}: {allowed}")
+
+
+_TYPES = {
+    "object": (dict, "a mapping"),
+    "array": (list, "a list"),
+    "string": (str, "a string"),
+    "boolean": (bool, "true or false"),
+    "integer": (int, "a whole number"),
+    "number": ((int, float), "a number"),
+}
+
+
+def _check_type(expected: str, value, where: str) -> None:
+    kind, words = _TYPES[expected]
+    # YAML's true/false are ints to Python: a boolean is never a number here.
+    if isinstance(value, bool) and expected in ("integer", "number"):
+        raise SchemaViolation(where, value, f"must be {words}")
+    if not isinstance(value, kind):
+        raise SchemaViolation(where, value, f"must be {words}")
+
+
+def _unknown_key(key: str, known: list[str], where: str):
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return SchemaViolation(where, key, f"unknown key; {hint}allowed keys: {', '.join(known)}")
+
+
+def validate(document, schema: dict = PROFILE_SCHEMA, where: str = "") -> None:
+    """Raise SchemaViolation at the first place `document` breaks `schema`."""
+    label = where or "(top level)"
+    if "type" in schema:
+        _check_type(schema["type"], document, label)
+    if "enum" in schema and document not in schema["enum"]:
+        raise SchemaViolation(label, document, f"allowed values: {', '.join(map(str, schema['enum']))}")
+    if "pattern" in schema and not re.search(schema["pattern"], document):
+        raise SchemaViolation(label, document, f"must match {schema['pattern']}")
+    if "minimum" in schema and document < schema["minimum"]:
+        raise SchemaViolation(label, document, f"must be at least {schema['minimum']}")
+    if isinstance(document, list):
+        if len(document) < schema.get("minItems", 0):
+            raise SchemaViolation(label, document, f"needs at least {schema['minItems']} item(s)")
+        for index, item in enumerate(document):
+            validate(item, schema.get("items", {}), f"{label}[{index}]")
+    if not isinstance(document, dict):
+        return
+    prefix = f"{where}." if where else ""
+    missing = [key for key in schema.get("required", ()) if key not in document]
+    if missing:
+        raise SchemaViolation(label, sorted(document), f"lacks required key(s) {', '.join(missing)}")
+    if len(document) < schema.get("minProperties", 0):
+        raise SchemaViolation(label, document, f"needs at least {schema['minProperties']} entry(ies)")
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties", True)
+    for key, value in document.items():
+        if key in properties:
+            validate(value, properties[key], f"{prefix}{key}")
+        elif extra is False:
+            raise _unknown_key(key, list(properties), f"{prefix}{key}")
+        elif isinstance(extra, dict):
+            validate(value, extra, f"{prefix}{key}")

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Severity",
     "TARGETS",
+    "targets",
+    "DependsOn",
     "FixSafety",
     "Fix",
     "Finding",
@@ -27,8 +29,19 @@ __all__ = [
     "TextRule",
 ]
 
-#: The targets a scan can judge readiness for. `any` means the worst case over all of them.
-TARGETS: tuple[str, ...] = ("neuron", "xla", "mps", "xpu", "npu", "cpu")
+def targets() -> tuple[str, ...]:
+    """The targets a scan can judge readiness for: every registered real backend but cuda (the
+    source), third-party ones included. `any` means the worst case over all of them."""
+    from torchport import backends
+
+    return backends.targets()
+
+
+def __getattr__(name: str):
+    # TARGETS is read from the backend registry on first use, so a third-party backend counts.
+    if name == "TARGETS":
+        return targets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Severity(str, Enum):
@@ -44,12 +57,45 @@ class Severity(str, Enum):
         """0 for errors up to 3 for off: smaller is worse."""
         return ("error", "warning", "info", "off").index(self.value)
 
+    @staticmethod
+    def per_fact(fact: str, severities: Mapping[Any, "Severity"]) -> "DependsOn":
+        """A rule's severity as a function of one profile fact: see DependsOn."""
+        return DependsOn(fact, severities)
+
 
 class FixSafety(str, Enum):
     """Safe fixes keep behaviour where the code ran before; unsafe ones need --unsafe-fixes."""
 
     SAFE = "safe"
     UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class DependsOn:
+    """A rule's severity as a function of one profile fact (torchport.profiles.FACTS).
+
+    `DependsOn("float64", {"refused": Severity.ERROR, "downcast": Severity.ERROR})` reads the
+    target profile's fact and falls back to the rule's `severity` for values it does not list.
+    """
+
+    fact: str
+    severities: Mapping[Any, Severity]
+
+    def severity(self, target: str, default: Severity) -> Severity:
+        """The severity on `target`, from its profile."""
+        return self.severities.get(_fact(target, self.fact), default)
+
+
+_fact_cache: dict[tuple[str, str], Any] = {}
+
+
+def _fact(target: str, fact: str) -> Any:
+    key = (target, fact)
+    if key not in _fact_cache:
+        from torchport import profiles
+
+        _fact_cache[key] = profiles.load(target).fact(fact)
+    return _fact_cache[key]
 
 
 @dataclass(frozen=True)
@@ -156,10 +202,11 @@ class Rule:
     message: ClassVar[str]
     #: The action that removes it, one imperative phrase.
     fix_title: ClassVar[str]
-    #: Severity when the target is `any` or not listed in `target_severity`.
+    #: Severity when the target's profile fact has no entry in `target_severity`.
     severity: ClassVar[Severity] = Severity.WARNING
-    #: Per-target overrides.
-    target_severity: ClassVar[Mapping[str, Severity]] = {}
+    #: The profile fact the severity depends on (DependsOn), or {} for the same severity everywhere.
+    #: A plain {target: severity} table still works for third-party rules, but names targets.
+    target_severity: ClassVar[DependsOn | Mapping[str, Severity]] = {}
     #: Whether the rule offers a fix, and how safe it is (None: report only).
     fix_safety: ClassVar[FixSafety | None] = None
     #: Literal byte strings; a Python file holding none of them (nor a `trigger_patterns` match)
@@ -181,8 +228,10 @@ class Rule:
     def severity_for(cls, target: str) -> Severity:
         """The severity on `target`; for `any`, the worst over every target."""
         if target == "any":
-            candidates = [cls.target_severity.get(name, cls.severity) for name in TARGETS]
+            candidates = [cls.severity_for(name) for name in targets()]
             return min(candidates, key=lambda severity: severity.rank)
+        if isinstance(cls.target_severity, DependsOn):
+            return cls.target_severity.severity(target, cls.severity)
         return cls.target_severity.get(target, cls.severity)
 
     @classmethod

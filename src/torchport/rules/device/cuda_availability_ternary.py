@@ -42,7 +42,7 @@ class CudaAvailabilityTernary(PythonRule):
     message = "'cuda' if torch.cuda.is_available() else 'cpu' ignores other accelerators"
     fix_title = "Pick the device from torch.accelerator"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.SAFE
     triggers = (b"is_available",)
     node_types = (ast.IfExp,)

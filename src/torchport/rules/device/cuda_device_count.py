@@ -31,7 +31,7 @@ class CudaDeviceCount(CallRule):
     message = "torch.cuda.device_count() is 0 on every non-CUDA accelerator"
     fix_title = "Use torch.accelerator.device_count()"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
     triggers = (b"device_count",)
     callees = frozenset({"torch.cuda.device_count"})

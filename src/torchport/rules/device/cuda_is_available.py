@@ -38,7 +38,7 @@ class CudaIsAvailable(PythonRule):
     message = "torch.cuda.is_available() is false on every non-CUDA accelerator"
     fix_title = "Use torch.accelerator.is_available()"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
     triggers = (b"is_available",)
     node_types = (ast.Call,)

@@ -41,7 +41,7 @@ class CudaStringLiteral(PythonRule):
     message = "Hard-coded 'cuda' device string"
     fix_title = "Derive the device from torch.accelerator.current_accelerator() instead of a literal"
     severity = Severity.ERROR
-    target_severity = {"cpu": Severity.ERROR}
+    target_severity = {}
     triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Constant,)
     VALID = (

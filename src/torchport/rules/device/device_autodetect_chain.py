@@ -44,7 +44,7 @@ class DeviceAutodetectChain(PythonRule):
     message = "Hand-written device detection chain misses other accelerators"
     fix_title = "Replace the chain with torch.accelerator.current_accelerator() or torch.device('cpu')"
     severity = Severity.INFO
-    target_severity = {"neuron": Severity.WARNING, "xla": Severity.WARNING, "npu": Severity.WARNING}
+    target_severity = Severity.per_fact("vendor package", {True: Severity.WARNING})
     triggers = (b"mps.is_available", b"xpu.is_available")
     node_types = (ast.If, ast.IfExp)
     VALID = (

@@ -35,7 +35,7 @@ class DdpDeviceIds(PythonRule):
     message = "DDP device_ids must be None for CPU modules"
     fix_title = "Pass device_ids only for accelerator devices (None on CPU)"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.ERROR}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.ERROR})
     triggers = (b"device_ids", b"output_device")
     node_types = (ast.Call,)
     VALID = (

@@ -27,7 +27,7 @@ class CompileDynamicShapes(PythonRule):
 
     **Fix safety**: no automatic fix.
 
-    Severity per target: neuron error; xla warning; others off.
+    Severity per target: follows the profile fact 'dynamic shapes': rejected error, recompiles warning, supported off.
     """
 
     code = "TP408"
@@ -35,7 +35,9 @@ class CompileDynamicShapes(PythonRule):
     message = "Dynamic-shape compilation is rejected on static-shape targets"
     fix_title = "Bucket inputs to fixed shapes and compile with dynamic=False"
     severity = Severity.OFF
-    target_severity = {"neuron": Severity.ERROR, "xla": Severity.WARNING}
+    target_severity = Severity.per_fact(
+        "dynamic shapes", {"rejected": Severity.ERROR, "recompiles": Severity.WARNING}
+    )
     triggers = (b"dynamic=True", b"dynamic = True", b"mark_dynamic")
     node_types = (ast.Call,)
     VALID = ("import torch\nm = torch.compile(model, dynamic=False)\n", "import torch\nm = torch.compile(model)\n")

@@ -32,7 +32,7 @@ class DataDependentShape(PythonRule):
 
     **Fix safety**: no automatic fix.
 
-    Severity per target: neuron error; xla warning; others off.
+    Severity per target: follows the profile fact 'data-dependent shapes': unsupported error, fallback warning, native off.
     """
 
     code = "TP403"
@@ -40,7 +40,9 @@ class DataDependentShape(PythonRule):
     message = "Output shape depends on tensor values (static-shape targets refuse or recompile)"
     fix_title = "Use a fixed-shape form: torch.where(mask, x, 0) or multiply by the mask"
     severity = Severity.OFF
-    target_severity = {"neuron": Severity.ERROR, "xla": Severity.WARNING}
+    target_severity = Severity.per_fact(
+        "data-dependent shapes", {"unsupported": Severity.ERROR, "fallback": Severity.WARNING}
+    )
     triggers = (
         b"nonzero(", b"masked_select(", b"unique(", b"unique_consecutive(", b"argwhere(", b"where(",
         b"mask]", b"keep]", b"valid]", b"selected]",

@@ -29,7 +29,7 @@ class Float64Tensor(PythonRule):
 
     **Fix safety**: no automatic fix: precision is a modelling decision.
 
-    Severity per target: neuron, mps error; xla, xpu, npu warning; cpu off.
+    Severity per target: follows the profile fact 'float64': refused or downcast error, native off.
     """
 
     code = "TP401"
@@ -37,7 +37,9 @@ class Float64Tensor(PythonRule):
     message = "float64 is downcast or refused on this target"
     fix_title = "Use float32, or keep the float64 computation on the CPU"
     severity = Severity.WARNING
-    target_severity = {"neuron": Severity.ERROR, "mps": Severity.ERROR, "cpu": Severity.OFF}
+    target_severity = Severity.per_fact(
+        "float64", {"refused": Severity.ERROR, "downcast": Severity.ERROR, "native": Severity.OFF}
+    )
     triggers = (b"float64", b".double", b"complex128", b"cdouble")
     node_types = (ast.Attribute, ast.Call)
     VALID = ("import torch\nx = torch.zeros(3, dtype=torch.float32)\n", "import numpy as np\nx = np.float64(1)\n")

@@ -34,7 +34,7 @@ class HostSyncInLoop(PythonRule):
 
     **Fix safety**: no automatic fix.
 
-    Severity per target: xla, neuron warning; mps, xpu, npu info; cpu off.
+    Severity per target: follows the profile fact 'execution': graph warning, eager info, host off.
     """
 
     code = "TP404"
@@ -42,7 +42,7 @@ class HostSyncInLoop(PythonRule):
     message = "Host synchronisation inside a loop stalls the device every iteration"
     fix_title = "Accumulate on the device and read the value once after the loop"
     severity = Severity.INFO
-    target_severity = {"xla": Severity.WARNING, "neuron": Severity.WARNING, "cpu": Severity.OFF}
+    target_severity = Severity.per_fact("execution", {"graph": Severity.WARNING, "host": Severity.OFF})
     triggers = (b".item(", b".tolist(", b".cpu(", b".numpy(", b"print(loss", b"print(logit", b"print(output", b"print(pred", b"print(grad", b"print(tensor")
     node_types = (ast.Call,)
     VALID = (

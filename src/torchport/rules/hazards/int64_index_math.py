@@ -30,7 +30,7 @@ class Int64IndexMath(PythonRule):
 
     **Fix safety**: no automatic fix.
 
-    Severity per target: neuron warning; xla info; others off.
+    Severity per target: follows the profile fact 'int64': downcast warning, otherwise off.
     """
 
     code = "TP402"
@@ -38,7 +38,7 @@ class Int64IndexMath(PythonRule):
     message = "int64 is downcast to int32 on this target"
     fix_title = "Keep index values within int32 range, or compute them on the CPU"
     severity = Severity.OFF
-    target_severity = {"neuron": Severity.WARNING, "xla": Severity.INFO}
+    target_severity = Severity.per_fact("int64", {"downcast": Severity.WARNING})
     triggers = (b"int64", b".long")
     node_types = (ast.Attribute, ast.Call)
     VALID = ("import torch\nx = torch.zeros(3, dtype=torch.int32)\n", "value = long_name\n")

@@ -30,7 +30,7 @@ class TensorValueControlFlow(PythonRule):
 
     **Fix safety**: no automatic fix.
 
-    Severity per target: xla, neuron warning; others off.
+    Severity per target: follows the profile fact 'execution': graph warning, otherwise off.
     """
 
     code = "TP405"
@@ -38,7 +38,7 @@ class TensorValueControlFlow(PythonRule):
     message = "Control flow on a tensor value syncs the host and breaks graphs"
     fix_title = "Use torch.where / masks, or test the value every N steps"
     severity = Severity.OFF
-    target_severity = {"xla": Severity.WARNING, "neuron": Severity.WARNING}
+    target_severity = Severity.per_fact("execution", {"graph": Severity.WARNING})
     triggers = (b".any(", b".all(", b".item(", b"equal(", b"allclose(", b"isnan(", b"isinf(")
     node_types = (ast.If, ast.While)
     VALID = ("if x > 0:\n    pass\n", "if any(flags):\n    pass\n")

@@ -37,7 +37,7 @@ class AutocastCudaLiteral(PythonRule):
     message = "Autocast / GradScaler pinned to 'cuda' turns itself off elsewhere"
     fix_title = "Pass the resolved device type: torch.autocast(device.type, ...)"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     triggers = (b"autocast", b"GradScaler")
     node_types = (ast.Call,)
     VALID = (

@@ -40,7 +40,7 @@ class CudaMemoryStats(CallRule):
     message = "CUDA memory statistics are 0 (or raise) on other devices"
     fix_title = "Use torch.accelerator memory statistics, guarded by torch.accelerator.is_available()"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.SAFE
     triggers = (b"memory_allocated", b"memory_reserved", b"reset_peak_memory_stats")
     callees = frozenset({*(f"torch.cuda.{name}" for name in _READERS), "torch.cuda.reset_peak_memory_stats"})

@@ -34,7 +34,7 @@ class CudnnDeterministic(AssignmentRule):
     message = "torch.backends.cudnn.deterministic has no effect off CUDA"
     fix_title = "Use torch.use_deterministic_algorithms(True)"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
     triggers = (b"deterministic =", b"deterministic=")
     targets = frozenset({"torch.backends.cudnn.deterministic"})

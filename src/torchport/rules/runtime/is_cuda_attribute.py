@@ -35,7 +35,7 @@ class IsCudaAttribute(PythonRule):
     message = ".is_cuda is False on every non-CUDA accelerator"
     fix_title = "Use tensor.device.type != 'cpu'"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.INFO}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
     triggers = (b".is_cuda",)
     node_types = (ast.Attribute,)

@@ -33,7 +33,7 @@ class PinMemoryTrue(PythonRule):
     message = "pin_memory=True warns or raises without an accelerator"
     fix_title = "Use pin_memory=torch.accelerator.is_available()"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.WARNING}
+    target_severity = {}
     fix_safety = FixSafety.SAFE
     triggers = (b"pin_memory=True", b"pin_memory = True")
     node_types = (ast.keyword,)

@@ -32,7 +32,7 @@ class TensorPinMemory(PythonRule):
     message = "tensor.pin_memory() raises without an accelerator"
     fix_title = "Pin only when torch.accelerator.is_available()"
     severity = Severity.WARNING
-    target_severity = {"cpu": Severity.ERROR}
+    target_severity = Severity.per_fact("accelerator", {False: Severity.ERROR})
     triggers = (b".pin_memory(",)
     node_types = (ast.Call,)
     VALID = ("loader = DataLoader(ds, pin_memory=flag)\n",)

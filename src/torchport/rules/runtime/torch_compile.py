@@ -32,7 +32,7 @@ class TorchCompile(CallRule):
     message = "torch.compile needs a per-target check (C++ compiler on CPU, static shapes on Neuron)"
     fix_title = "Check the target's compile backend and shape requirements"
     severity = Severity.INFO
-    target_severity = {"neuron": Severity.WARNING}
+    target_severity = Severity.per_fact("dynamic shapes", {"rejected": Severity.WARNING})
     triggers = (b"compile(",)
     callees = frozenset({"torch.compile"})
     VALID = ("import re\npattern = re.compile('x')\n",)
