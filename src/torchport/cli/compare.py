@@ -4,6 +4,7 @@ speed, memory and cost per unit of work — with HTML, JSON and Markdown reports
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from torchport.errors import ConfigConflictError, UsageError
@@ -21,14 +22,92 @@ DESCRIPTION = (
 _ENVIRONMENT = {"reference": "TORCHPORT_COMPARE_REFERENCE", "target": "TORCHPORT_COMPARE_TARGET"}
 
 
+#: The largest batch size the sweep accepts (a larger one cannot be allocated for any real model).
+MAX_BATCH_SIZE = 1 << 20
+
+
 def _positive_integers(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         values = []
-    if not values or any(value < 1 for value in values):
-        raise UsageError(f"--batch-sizes {text!r} is not a comma-separated list of positive integers. Example: 1,4,16.")
+    if not values or any(not 1 <= value <= MAX_BATCH_SIZE for value in values):
+        raise UsageError(
+            f"--batch-sizes {text!r} is not a comma-separated list of positive integers (at most {MAX_BATCH_SIZE}). "
+            "Example: 1,4,16."
+        )
     return values
+
+
+def _check_numbers(args) -> None:
+    """Ratios are finite and above 0; the tolerance is a finite share from 0 up."""
+    for flag, value in (("--min-throughput-ratio", args.min_throughput_ratio),
+                        ("--max-memory-ratio", args.max_memory_ratio)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} {value!r} is not allowed; give a finite ratio greater than 0, e.g. {flag} 0.8.")
+    tolerance = args.regression_tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise UsageError(
+            f"--regression-tolerance {tolerance!r} is not allowed; give a share from 0 (no change allowed) "
+            "upward, e.g. 0.1 for 10%."
+        )
+
+
+def _check_outputs(args) -> None:
+    """Every report path is writable, none is another's or an input's, before any work starts."""
+    from torchport.cli.common import check_output_path
+
+    entry_file = args.entry.rpartition(":")[0] if ":" in args.entry else ""
+    inputs = [path for path in (entry_file, args.baseline, args.prices) if path]
+    written: list[str] = []
+    for flag, path in (("--json", args.json_path), ("--html", args.html_path), ("--markdown", args.markdown_path)):
+        check_output_path(path, inputs + written, flag)
+        if path:
+            written.append(path)
+
+
+#: What a baseline must hold where it holds anything: the fields find_regressions reads.
+_NUMBER = (int, float)
+
+
+def _check_baseline_shape(document: dict, path: str) -> None:
+    """A baseline whose parts have the wrong type is a usage error naming the key, not an internal error."""
+
+    def wrong(key: str, value, allowed: str):
+        raise UsageError(
+            f"Baseline {path!r}: {key} is {value!r:.80}; it must be {allowed}. "
+            "Pass a file written by 'torchport compare --json', or rewrite it with one."
+        )
+
+    parity = document.get("parity")
+    if parity is not None:
+        if not isinstance(parity, dict) or not isinstance(parity.get("nodes", []), list):
+            wrong("parity", parity, "an object with a list of nodes")
+        for index, node in enumerate(parity.get("nodes", [])):
+            if not isinstance(node, dict) or not isinstance(node.get("name"), str) or not isinstance(node.get("passed"), bool):
+                wrong(f"parity.nodes[{index}]", node, "an object with a string name and a boolean passed")
+    training = document.get("training")
+    if training is not None and not (isinstance(training, dict) and isinstance(training.get("passed"), bool)):
+        wrong("training", training, "an object with a boolean passed")
+    performance = document.get("performance")
+    if performance is not None and not isinstance(performance, dict):
+        wrong("performance", performance, "an object with reference and target sides")
+    for side_name in ("reference", "target"):
+        side = (performance or {}).get(side_name)
+        if side is None:
+            continue
+        if not isinstance(side, dict) or not isinstance(side.get("batches", []), list):
+            wrong(f"performance.{side_name}", side, "an object with a list of batches")
+        for index, batch in enumerate(side.get("batches", [])):
+            memory = batch.get("peak_memory_bytes") if isinstance(batch, dict) else None
+            if (not isinstance(batch, dict) or not isinstance(batch.get("batch_size"), int)
+                    or not isinstance(batch.get("units_per_second"), _NUMBER)
+                    or not (memory is None or isinstance(memory, _NUMBER))):
+                wrong(f"performance.{side_name}.batches[{index}]", batch,
+                      "an object with an integer batch_size, a number units_per_second and peak_memory_bytes")
+    cost = document.get("cost")
+    if cost is not None and not (isinstance(cost, dict) and isinstance(cost.get("ratio"), (*_NUMBER, type(None)))):
+        wrong("cost", cost, "an object with a number ratio")
 
 
 def add_arguments(parser) -> None:
@@ -68,7 +147,13 @@ def _device(args, side_name: str, default: str) -> str:
     environment_value = os.environ.get(variable)
     if flag_value and environment_value and flag_value != environment_value:
         raise ConfigConflictError(f"--{side_name}", flag_value, variable, environment_value)
-    return flag_value or environment_value or default
+    value = flag_value or environment_value or default
+    name, colon, precision = value.partition(":")
+    if name.strip().lower() == "auto":  # the reports name the backend it chose
+        from torchport import backends
+
+        value = backends.auto()[0].name + colon + precision
+    return value
 
 
 def run(args) -> int:
@@ -83,6 +168,13 @@ def run(args) -> int:
     for name in ("iterations", "warmup", "train_steps"):
         if getattr(args, name) < (1 if name == "iterations" else 0):
             raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; pass a positive number.")
+    _check_numbers(args)
+    batch_sizes = _positive_integers(args.batch_sizes) if args.batch_sizes else None
+    _check_outputs(args)
+    if args.baseline:  # a bad baseline fails now, not after the sweep
+        from torchport.compare.baseline import load_baseline
+
+        _check_baseline_shape(load_baseline(args.baseline), args.baseline)
     case = load_case(args.entry)
     unit = case.get("unit")
     if isinstance(unit, str):
@@ -103,7 +195,7 @@ def run(args) -> int:
         train_steps=args.train_steps,
         optimizer_factory=case.get("optimizer_factory"),
         performance=not args.no_performance,
-        batch_sizes=_positive_integers(args.batch_sizes) if args.batch_sizes else None,
+        batch_sizes=batch_sizes,
         iterations=args.iterations,
         warmup=args.warmup,
         compile_model=args.compile,
