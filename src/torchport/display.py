@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["EXCERPT_WIDTH", "excerpt", "terminal_safe", "markdown_code"]
+__all__ = ["EXCERPT_WIDTH", "excerpt", "terminal_safe", "markdown_code", "markdown_text"]
 
 #: Characters of a source line shown around a finding; longer lines are cut with an ellipsis.
 EXCERPT_WIDTH = 160
@@ -39,3 +39,12 @@ def markdown_code(text: str) -> str:
     fence = "`" * (longest + 1)
     padding = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{padding}{text}{padding}{fence}"
+
+
+_MARKDOWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_",
+                     "[": "\\[", "]": "\\]"}
+
+
+def markdown_text(text: str) -> str:
+    """`text` as literal Markdown text (also inside a table cell): no markup, HTML or cell break in it acts."""
+    return "".join(_MARKDOWN_ESCAPES.get(character, character) for character in terminal_safe(text))
