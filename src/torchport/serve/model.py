@@ -9,7 +9,6 @@ positional argument), a tuple or list (positional arguments) or a dict (keyword 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,7 +16,7 @@ from torchport.errors import UsageError
 from torchport.serve.errors import InvalidInput
 
 __all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess",
-           "default_postprocess", "call_model", "to_device", "nonfinite_count", "MAX_INPUT_ELEMENTS"]
+           "default_postprocess", "to_device", "nonfinite_count", "MAX_INPUT_ELEMENTS"]
 
 #: Keys a factory's dict may have.
 FACTORY_KEYS = ("model", "preprocess", "postprocess", "name")
@@ -66,39 +65,31 @@ def default_postprocess(outputs: Any) -> dict[str, Any]:
     import torch
     from torch.utils import _pytree as pytree
 
+    from torchport.compare.tree import flatten_tensors
+
+    flatten_tensors(outputs)  # registers dataclass and mapping outputs, so that tree_map sees their tensors
     return {"outputs": pytree.tree_map(lambda leaf: leaf.tolist() if isinstance(leaf, torch.Tensor) else leaf,
                                        outputs)}
 
 
 def to_device(value: Any, device) -> Any:
-    """Every tensor inside `value` moved to `device` (the structure kept)."""
-    import torch
-    from torch.utils import _pytree as pytree
+    """Every tensor inside `value` (any structure compare's traversal knows) moved to `device`."""
+    from torchport.compare.tree import map_tensors
 
-    return pytree.tree_map(lambda leaf: leaf.to(device) if isinstance(leaf, torch.Tensor) else leaf, value)
+    return map_tensors(lambda tensor: tensor.to(device), value)
 
 
 def nonfinite_count(value: Any) -> int:
-    """How many floating-point elements inside `value` are NaN or infinite."""
+    """How many floating-point elements of the tensors inside `value` are NaN or infinite."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    from torchport.compare.tree import flatten_tensors
 
     count = 0
-    for leaf in pytree.tree_leaves(value):
-        if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
-            count += int(leaf.numel() - torch.isfinite(leaf).sum()) if leaf.numel() else 0
-        elif isinstance(leaf, float) and not math.isfinite(leaf):
-            count += 1
+    for _, tensor in flatten_tensors(value):
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            count += int(tensor.numel() - torch.isfinite(tensor).sum())
     return count
-
-
-def call_model(model, inputs: Any) -> Any:
-    """`model` applied to `inputs`: a tuple or list is positional arguments, a dict keyword ones."""
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
 
 
 def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:

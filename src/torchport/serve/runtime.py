@@ -25,7 +25,8 @@ from torchport.errors import UsageError
 from torchport.serve.breaker import CircuitBreaker
 from torchport.serve.errors import Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, ServeError
 from torchport.serve.metrics import make_metrics
-from torchport.serve.model import call_model, load_factory, load_weights, nonfinite_count, to_device
+from torchport.compare.parity import call_model
+from torchport.serve.model import load_factory, load_weights, nonfinite_count, to_device
 from torchport.serve.shadow import ShadowMonitor
 
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
@@ -78,7 +79,12 @@ class Replica:
         self.role = role
         self.backend = backend
         self.name = backend.name
-        self._source = copy.deepcopy(model) if copy_model else model
+        try:
+            self._source = copy.deepcopy(model) if copy_model else model
+        except Exception as error:
+            raise UsageError(f"The model cannot be copied for the {role} device {self.name!r} (copy.deepcopy raised "
+                             f"{type(error).__name__}: {error}). Keep locks, files and sockets out of the module's "
+                             "attributes, or give it a __deepcopy__.") from error
         self._model = None
         self._lock = threading.Lock()
         self.device = None

@@ -30,23 +30,19 @@ class ShadowResult:
 
 def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresholds] | None = None) -> ShadowResult:
     """Judge `target` (primary) against `reference` (fallback); both on the host, any nesting of tensors."""
-    import torch
-    from torch.utils import _pytree as pytree
+    from torchport.compare.tree import flatten
 
-    reference_leaves, reference_spec = pytree.tree_flatten(reference)
-    target_leaves, target_spec = pytree.tree_flatten(target)
-    if reference_spec != target_spec:
-        return ShadowResult(False, [f"output structure differs: {reference_spec} vs {target_spec}"])
+    expected_flat, actual_flat = flatten(reference), flatten(target)
+    expected_paths = [path for path, _ in expected_flat.tensors]
+    actual_paths = [path for path, _ in actual_flat.tensors]
+    if expected_paths != actual_paths or expected_flat.others != actual_flat.others:
+        return ShadowResult(False, [f"output structure differs: tensors {expected_paths} vs {actual_paths}"])
     reasons: list[str] = []
     measured = []
-    for index, (expected, actual) in enumerate(zip(reference_leaves, target_leaves)):
-        if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
-            if expected != actual:
-                reasons.append(f"output {index}: {actual!r} differs from {expected!r}")
-            continue
+    for (path, expected), (_, actual) in zip(expected_flat.tensors, actual_flat.tensors):
         metrics = tensor_metrics(expected, actual)
         _, limits = threshold_for([metrics.dtype_reference, metrics.dtype_target], thresholds)
-        reasons += [f"output {index}: {reason}" for reason in judge(metrics, limits)]
+        reasons += [f"output {path or 'tensor'}: {reason}" for reason in judge(metrics, limits)]
         measured.append(metrics)
     summary = worst(measured) if measured else {}
     return ShadowResult(not reasons, reasons, summary.get("cosine"), summary.get("max_abs"))

@@ -1,0 +1,89 @@
+"""`torchport serve`: a model behind HTTP on a primary device, with a live fallback device, a circuit
+breaker, shadow parity checks and Prometheus metrics (`torchport.serve`)."""
+
+from __future__ import annotations
+
+import sys
+
+from torchport.errors import UsageError
+
+NAME = "serve"
+HELP = "serve a model over HTTP on a new device, failing over to the old one request by request"
+DESCRIPTION = (
+    "Serve ENTRY (MODULE:FUNCTION or FILE.py:FUNCTION returning the model, or a dict with 'model' and optionally "
+    "'preprocess' and 'postprocess') on --primary, answering from --fallback any request the primary fails "
+    "(exception, timeout, NaN/inf, out of memory). Endpoints: POST /v1/predict, GET /healthz, GET /readyz, "
+    "GET /metrics. SIGINT or SIGTERM drains: in-flight requests finish, new ones get 503."
+)
+
+
+def _share(text: str, flag: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise UsageError(f"{flag} {text!r} is not a share. Allowed: a number from 0.0 to 1.0, e.g. {flag} 0.05.")
+    return value
+
+
+def add_arguments(parser) -> None:
+    """The options of `torchport serve`."""
+    parser.add_argument("entry", metavar="ENTRY", help="MODULE:FUNCTION returning the model (or a dict with 'model')")
+    parser.add_argument("--primary", default="auto", help="device to serve on (default auto)")
+    parser.add_argument("--fallback", default="cpu", help="device that answers when the primary fails (default cpu)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--shadow", default="0.0", help="share of requests also run on the other device and compared")
+    parser.add_argument("--canary", default="1.0", help="share of live traffic sent to the primary (default 1.0)")
+    parser.add_argument("--timeout-s", type=float, default=2.0, help="seconds the primary has per request (default 2)")
+    parser.add_argument("--weights", metavar="PATH", help="state dict to load into the model (torch.load weights_only=True)")
+    parser.add_argument("--failure-threshold", type=int, default=5, help="primary failures in a row that open the breaker")
+    parser.add_argument("--reset-after-s", type=float, default=5.0, help="seconds the breaker stays open before probing")
+    parser.add_argument("--recovery-successes", type=int, default=3, help="good probes in a row that close the breaker")
+    parser.add_argument("--shadow-alarm-after", type=int, default=3,
+                        help="shadow mismatches among the last 100 comparisons that raise the drift alarm")
+    parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once")
+    parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above)")
+    parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
+    parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown")
+
+
+def run(args) -> int:
+    """Build the deployment, then serve until a signal drains it."""
+    from torchport.serve.server import create_app, make_server, require_server_stack
+
+    require_server_stack()
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port!r} is out of range. Allowed: 0 to 65535.")
+    if args.max_body_bytes < 1 or args.max_queue < 0:
+        raise UsageError(f"--max-body-bytes {args.max_body_bytes!r} must be >= 1 and --max-queue {args.max_queue!r} >= 0.")
+    from torchport.serve import Deployment
+
+    deployment = Deployment(
+        args.entry, primary=args.primary, fallback=args.fallback, timeout_s=args.timeout_s,
+        shadow=_share(args.shadow, "--shadow"), canary=_share(args.canary, "--canary"), failure_threshold=args.failure_threshold,
+        reset_after_s=args.reset_after_s, recovery_successes=args.recovery_successes,
+        shadow_alarm_after=args.shadow_alarm_after, max_concurrency=args.max_concurrency,
+        lazy_fallback=args.lazy_fallback, weights=args.weights,
+    )
+    if deployment.shadow_note:
+        print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"torchport: warning: binding {args.host!r} exposes the model beyond this machine; "
+              "put an authenticating proxy in front of it.", file=sys.stderr)
+    app = create_app(deployment, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
+    server = make_server(deployment, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s,
+                         log_level="info")
+    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{args.port} "
+          f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
+          f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr)
+    try:
+        server.run()
+    except OSError as error:
+        raise UsageError(f"Cannot serve on {args.host}:{args.port}: {error.strerror or error}. "
+                         "Pick another --port or stop what holds it.") from error
+    finally:
+        deployment.close()
+    return 0

@@ -1,0 +1,126 @@
+"""The HTTP server over loopback: endpoints, headers, 4xx JSON errors, limits, metrics, drain."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from http_client import Client
+from serve_models import MARKERS, FaultPlan, FaultyModel, make_linear, sample
+from torchport.serve import Deployment
+from torchport.serve.metrics import METRIC_NAMES
+from torchport.serve.server import running_server
+
+PRIMARY = "neuron-emulated"
+
+
+@pytest.fixture(scope="module")
+def served():
+    plan = FaultPlan(hang_s=0.5)
+    deployment = Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", timeout_s=0.2, shadow=1.0)
+    with running_server(deployment, max_body_bytes=4096, max_queue=0) as url:
+        client = Client(url)
+        yield deployment, client
+        client.close()
+    deployment.close()
+
+
+def test_predict_answers_and_names_the_device(served):
+    deployment, client = served
+    status, headers, body = client.predict({"inputs": sample(1)})
+    assert status == 200 and len(body["outputs"][0]) == 4
+    assert (headers["x-torchport-device"], headers["x-torchport-role"], headers["x-torchport-failover"]) == (
+        PRIMARY, "primary", "none")
+
+
+def test_a_failing_request_is_answered_by_the_fallback_and_says_why(served):
+    deployment, client = served
+    status, headers, body = client.predict({"inputs": sample(2, MARKERS["oom"])})
+    assert status == 200 and headers["x-torchport-device"] == "cpu" and headers["x-torchport-failover"] == "oom"
+
+
+def test_health_and_readiness(served):
+    deployment, client = served
+    assert client.request("GET", "/healthz")[:3:2] == (200, {"status": "alive"})
+    status, _, body = client.request("GET", "/readyz")
+    assert status == 200 and body["primary"] == {"device": PRIMARY, "loaded": True} and body["breaker"] == "closed"
+
+
+@pytest.mark.parametrize("body, status, kind", [
+    (b"{not json", 400, "invalid_input"),
+    (b'{"inputs": [[1, 2], [3]]}', 400, "invalid_input"),
+    (b'{"inputs": [[1.0, 2.0]]}', 422, "model_rejected_input"),
+    (b'{"inputs": [' + b"1.0, " * 1000 + b"1.0]}", 413, "payload_too_large"),
+])
+def test_bad_requests_get_json_4xx_without_traceback(served, body, status, kind):
+    deployment, client = served
+    answer_status, headers, answer = client.predict(body)
+    assert (answer_status, answer["error"]) == (status, kind)
+    assert "Traceback" not in answer["detail"] and len(answer["detail"]) > 20
+
+
+def test_unknown_paths_and_methods_are_json_errors(served):
+    deployment, client = served
+    status, _, body = client.request("GET", "/v1/predict")
+    assert status == 405 and body["error"] == "method_not_allowed" and "POST /v1/predict" in body["detail"]
+    status, _, body = client.request("GET", "/nowhere")
+    assert status == 404 and body["error"] == "not_found"
+
+
+def test_metrics_expose_every_documented_family(served):
+    deployment, client = served
+    client.predict({"inputs": sample(3, MARKERS["nonfinite"])})
+    client.predict({"inputs": sample(4)})
+    client.predict(b" " * 5000)
+    deployment.flush()
+    status, headers, text = client.request("GET", "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for name in METRIC_NAMES:
+        assert f"# TYPE {name.removesuffix('_total')}" in text, name
+    assert 'torchport_serve_failovers_total{cause="nonfinite"}' in text
+    assert f'torchport_serve_device_memory_bytes{{device="{PRIMARY}",role="primary",stat="allocated"}}' in text
+    assert 'torchport_serve_device_memory_bytes{device="cpu",role="fallback",stat="process_resident"}' in text
+    assert 'torchport_serve_rejected_total{reason="payload_too_large"}' in text
+    comparisons = [line for line in text.splitlines() if line.startswith("torchport_serve_shadow_comparisons_total")]
+    assert comparisons and float(comparisons[0].split()[-1]) >= 1
+
+
+def test_concurrency_limit_answers_429():
+    plan = FaultPlan(hang_s=0.4)
+    deployment = Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", timeout_s=2.0,
+                            max_concurrency=1)
+    with running_server(deployment, max_queue=0) as url:
+        slow = threading.Thread(target=lambda: Client(url).predict({"inputs": sample(1, MARKERS["timeout"])}))
+        slow.start()
+        while deployment.in_flight == 0:
+            time.sleep(0.005)
+        status, headers, body = Client(url).predict({"inputs": sample(2)})
+        slow.join()
+    deployment.close()
+    assert status == 429 and body["error"] == "overloaded" and headers["retry-after"] == "1"
+
+
+def test_drain_over_http_finishes_in_flight_and_refuses_new():
+    plan = FaultPlan(hang_s=0.4)
+    deployment = Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", timeout_s=2.0)
+    with running_server(deployment) as url:
+        results = []
+        slow = threading.Thread(target=lambda: results.append(Client(url).predict({"inputs": sample(1, MARKERS["timeout"])})))
+        slow.start()
+        while deployment.in_flight == 0:
+            time.sleep(0.005)
+        drainer = threading.Thread(target=deployment.drain)
+        drainer.start()
+        while not deployment.draining:
+            time.sleep(0.005)
+        client = Client(url)
+        refused = client.predict({"inputs": sample(2)})
+        ready = client.request("GET", "/readyz")
+        slow.join()
+        drainer.join()
+    deployment.close()
+    assert results[0][0] == 200 and results[0][1]["x-torchport-role"] == "primary"
+    assert refused[0] == 503 and refused[2]["error"] == "draining"
+    assert ready[0] == 503 and ready[2]["draining"] is True
