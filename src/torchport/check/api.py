@@ -170,11 +170,15 @@ def check_model(
     return build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)
 
 
-def check_script(script: str, arguments: list[str], target: str = "neuron") -> Report:
-    """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report."""
+def check_script(script: str, arguments: list[str], target: str = "neuron", timeout: float | None = None) -> Report:
+    """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report.
+
+    The report has a verdict however the script ends: returning, sys.exit(code), an exception, a
+    signal, Ctrl-C or running past `timeout` seconds (see torchport.check.ending)."""
     import os
 
     from torchport.backends.emulated import EmulatedBackend
+    from torchport.check.ending import check_timeout, watch
     from torchport.retarget.api import activate
     from torchport.retarget.runner import run_script
 
@@ -184,20 +188,20 @@ def check_script(script: str, arguments: list[str], target: str = "neuron") -> R
     # when it keeps or inherits a built-in emulated_name.
     backend = EmulatedBackend.for_profile(profile)
     retarget = activate(backend, scope=[os.path.dirname(os.path.abspath(script))], precision="keep")
+    timeout = check_timeout(timeout)
     saved_argv = list(sys.argv)
     saved_path = list(sys.path)
     try:
-        with census.recording():
+        with watch(timeout) as ending, census.recording():
             exit_code = run_script(script, list(arguments), retarget)
+            if exit_code and ending.kind == "returned":
+                ending.kind, ending.exit_code = "exception", exit_code
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
     report = build_report(census, numeric_effect=None, buckets=None, workload=script)
-    report.data["script_exit_code"] = exit_code
-    if exit_code != 0:
-        # A program that fails on the target is not ready, whatever the census says.
-        report.data["verdict"] = (
-            f"blocked: the program failed on the emulated target with exit code {exit_code} "
-            "(its traceback is printed above)"
-        )
+    report.data["script_exit_code"] = ending.exit_code
+    report.data["program"] = ending.to_dict()
+    # A program that does not finish cleanly on the target is not ready, whatever the census says.
+    report.data["verdict"] = ending.verdict() or report.data["verdict"]
     return report

@@ -9,11 +9,13 @@ import jinja2
 
 from torchport.check.bucketing import BucketSuggestion
 from torchport.check.census import Census
+from torchport.display import terminal_safe
 from torchport.fileio import atomic_write
 
 __all__ = ["Report", "build_report"]
 
-_HTML = jinja2.Template(
+# Autoescaped: paths, the workload and call sites come from the user's files and must not become markup.
+_HTML = jinja2.Environment(autoescape=True).from_string(
     """<!doctype html><html><head><meta charset="utf-8"><title>torchport check: {{ d.target.title }}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.blocked{color:#b00}.ready{color:#070}
@@ -52,7 +54,10 @@ class Report:
         return _HTML.render(d=self.data)
 
     def text(self) -> str:
-        """The report for a terminal."""
+        """The report for a terminal (names from the program are shown with control characters escaped)."""
+        return "\n".join(terminal_safe(line) for line in self._lines())
+
+    def _lines(self) -> list[str]:
         data = self.data
         lines = [f"torchport check: {data['workload']} on {data['target']['title']} (emulated)",
                  f"verdict: {data['verdict']}", ""]
@@ -92,7 +97,7 @@ class Report:
         memory = data["memory"]
         lines.append(f"memory: peak {memory['peak_bytes'] / 2**20:.1f} MiB of {memory['target_bytes'] / 2**30:.0f} GiB"
                      f" ({memory['fraction']:.2%})")
-        return "\n".join(lines)
+        return lines
 
     def write(self, path: str, output_format: str) -> None:
         """Write the report in `output_format` ('text', 'json' or 'html') to `path`, atomically."""
