@@ -204,3 +204,63 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
 def test_bad_settings_are_usage_errors(options, fragment):
     with pytest.raises(UsageError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
         Deployment(make_linear, **{"primary": PRIMARY, "fallback": "cpu", **options})
+
+
+class CountingModel(torch.nn.Module):
+    """make_linear's model, counting its calls on the primary (non-CPU) device."""
+
+    def __init__(self, fail_on_primary: bool = False):
+        super().__init__()
+        self.model = make_linear()
+        self.fail_on_primary = fail_on_primary
+        self.primary_calls = []
+
+    def __deepcopy__(self, memo):
+        copied = CountingModel(self.fail_on_primary)
+        copied.primary_calls = self.primary_calls  # one shared list
+        return copied
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            self.primary_calls.append(inputs.shape[0])
+            if self.fail_on_primary:
+                raise RuntimeError("batched kernel failed")
+        return self.model(inputs)
+
+
+def concurrent_predictions(deployment, count):
+    answers = [None] * count
+    barrier = threading.Barrier(count)
+
+    def one(index):
+        barrier.wait()
+        answers[index] = deployment.predict({"inputs": sample(index)})
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+@pytest.mark.parametrize("fail_on_primary", [False, True])
+def test_micro_batching_joins_concurrent_requests_and_splits_the_answers(fail_on_primary):
+    model = CountingModel(fail_on_primary)
+    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", batch_max_size=4, batch_wait_s=0.5,
+                    failure_threshold=100) as deployment:
+        answers = concurrent_predictions(deployment, 4)
+        assert model.primary_calls == [4], "four concurrent rows make one primary call"
+        for index, answer in enumerate(answers):
+            expected = make_linear()(torch.tensor(sample(index)))
+            assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
+            assert answer.role == ("fallback" if fail_on_primary else "primary")
+            assert answer.failover == ("error" if fail_on_primary else None)
+        assert deployment.batcher.batches == 1 and deployment.batcher.requests == 4
+
+
+def test_micro_batching_is_off_by_default():
+    model = CountingModel()
+    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu") as deployment:
+        concurrent_predictions(deployment, 4)
+        assert deployment.batcher is None and model.primary_calls == [1, 1, 1, 1]

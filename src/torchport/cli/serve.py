@@ -46,6 +46,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once")
     parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above)")
+    parser.add_argument("--batch-max-size", type=int, default=1,
+                        help="join up to this many concurrent rows into one model call (default 1: no batching)")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests")
     parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown")
 
@@ -66,7 +69,8 @@ def run(args) -> int:
         shadow=_share(args.shadow, "--shadow"), canary=_share(args.canary, "--canary"), failure_threshold=args.failure_threshold,
         reset_after_s=args.reset_after_s, recovery_successes=args.recovery_successes,
         shadow_alarm_after=args.shadow_alarm_after, max_concurrency=args.max_concurrency,
-        lazy_fallback=args.lazy_fallback, weights=args.weights,
+        lazy_fallback=args.lazy_fallback, weights=args.weights, batch_max_size=args.batch_max_size,
+        batch_wait_s=args.batch_wait_ms / 1000,
     )
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from torchport.errors import UsageError
+from torchport.serve.batching import MicroBatcher
 from torchport.serve.breaker import CircuitBreaker
 from torchport.serve.errors import Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, ServeError
 from torchport.serve.metrics import make_metrics
@@ -188,20 +189,25 @@ class Deployment:
     optionally `preprocess` and `postprocess` (see `torchport.serve.model`). `shadow` is the share of
     requests also run on the other device and compared; `canary` the share of live traffic sent to
     the primary. The breaker opens after `failure_threshold` primary failures in a row, probes after
-    `reset_after_s` and closes after `recovery_successes` good probes in a row.
+    `reset_after_s` and closes after `recovery_successes` good probes in a row. `batch_max_size` > 1
+    joins concurrent single-tensor requests into one call (`torchport.serve.batching`; off by default).
     """
 
     def __init__(self, factory: Any, primary: str = "auto", fallback: str = "cpu", timeout_s: float = 2.0,
                  shadow: float = 0.0, canary: float = 1.0, *, failure_threshold: int = 5,
                  reset_after_s: float = 5.0, recovery_successes: int = 3, shadow_alarm_after: int = 3,
                  shadow_window: int = 100, thresholds: Mapping[str, Any] | None = None, lazy_fallback: bool = False,
-                 max_concurrency: int = 32, max_background: int = 8, weights: str | None = None):
+                 max_concurrency: int = 32, max_background: int = 8, weights: str | None = None,
+                 batch_max_size: int = 1, batch_wait_s: float = 0.002):
         from torchport.backends import resolve
 
         if not timeout_s > 0:
             raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. timeout_s=2.")
         if max_concurrency < 1:
             raise UsageError(f"max_concurrency={max_concurrency!r} must be at least 1.")
+        if batch_max_size < 1 or not 0 <= batch_wait_s <= 1:
+            raise UsageError(f"batch_max_size={batch_max_size!r}, batch_wait_s={batch_wait_s!r}: need a size >= 1 "
+                             "(1: no batching) and a wait from 0 to 1 second, e.g. batch_max_size=8, batch_wait_s=0.002.")
         self.timeout_s = float(timeout_s)
         self.shadow_share = _share("shadow", shadow)
         self.canary_share = _share("canary", canary)
@@ -232,6 +238,8 @@ class Deployment:
         self._in_flight = 0
         self._abandoned = 0
         self.draining = False
+        #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default).
+        self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s) if batch_max_size > 1 else None
 
     # -- state ---------------------------------------------------------------------------------
     def _replicas_loaded(self):
@@ -316,9 +324,12 @@ class Deployment:
         return self._Admission(self)
 
     def _infer(self, inputs: Any) -> Answer:
+        import torch
+
         started = time.perf_counter()
+        batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
         try:
-            answer = self._route_and_run(inputs)
+            answer = self.batcher(inputs) if batched else self._route_and_run(inputs)
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise

@@ -1,0 +1,97 @@
+"""Optional micro-batching: concurrent requests whose input is one tensor of the same trailing shape
+and dtype are joined along dimension 0 into one model call, then split back.
+
+Off by default (`Deployment(batch_max_size=1)`). Bounded: a batch holds at most `max_size` rows and
+its first request waits at most `max_wait_s` for others. The batch fails over as a whole, so every
+request in it is answered by the device that answered the batch. Every output tensor must have the
+batch on dimension 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Callable
+
+from torchport.serve.errors import ServeError
+
+__all__ = ["MicroBatcher"]
+
+
+class _Batch:
+    def __init__(self):
+        self.tensors: list[Any] = []
+        self.rows = 0
+        self.full = threading.Event()
+        self.done = threading.Event()
+        self.answer = None
+        self.error: BaseException | None = None
+
+
+class MicroBatcher:
+    """Joins concurrent calls of `run(tensor) -> Answer` into batched calls."""
+
+    def __init__(self, run: Callable[[Any], Any], max_size: int, max_wait_s: float):
+        self._run = run
+        self.max_size = max_size
+        self.max_wait_s = max_wait_s
+        self._lock = threading.Lock()
+        self._open: dict[tuple, _Batch] = {}
+        #: Batched model calls made, and requests they answered.
+        self.batches = 0
+        self.requests = 0
+
+    def __call__(self, tensor) -> Any:
+        rows = int(tensor.shape[0])
+        key = (tuple(tensor.shape[1:]), tensor.dtype)
+        with self._lock:
+            batch = self._open.get(key)
+            leader = batch is None or batch.rows + rows > self.max_size
+            if leader:
+                batch = self._open[key] = _Batch()
+            start = batch.rows
+            batch.tensors.append(tensor)
+            batch.rows += rows
+            if batch.rows >= self.max_size:
+                self._close(key, batch)
+        if leader:
+            self._lead(key, batch)
+        else:
+            batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return self._slice(batch, start, start + rows)
+
+    def _close(self, key: tuple, batch: _Batch) -> None:
+        if self._open.get(key) is batch:
+            del self._open[key]
+        batch.full.set()
+
+    def _lead(self, key: tuple, batch: _Batch) -> None:
+        import torch
+
+        batch.full.wait(self.max_wait_s)
+        with self._lock:
+            self._close(key, batch)
+            self.batches += 1
+            self.requests += len(batch.tensors)
+        try:
+            joined = batch.tensors[0] if len(batch.tensors) == 1 else torch.cat(batch.tensors)
+            batch.answer = self._run(joined)
+        except BaseException as error:  # handed to every request of the batch
+            batch.error = error
+        finally:
+            batch.done.set()
+
+    def _slice(self, batch: _Batch, start: int, stop: int):
+        from torchport.compare.tree import flatten_tensors, map_tensors
+
+        answer = batch.answer
+        if len(batch.tensors) == 1:
+            return answer
+        for path, tensor in flatten_tensors(answer.outputs):
+            if tensor.dim() == 0 or tensor.shape[0] != batch.rows:
+                raise ServeError(f"Micro-batching needs every output batched on dimension 0; output {path or 'tensor'} "
+                                 f"has shape {list(tensor.shape)} for a batch of {batch.rows} rows. "
+                                 "Turn batching off (batch_max_size=1).")
+        return dataclasses.replace(answer, outputs=map_tensors(lambda tensor: tensor[start:stop], answer.outputs))
