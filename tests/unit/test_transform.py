@@ -38,15 +38,45 @@ def _rewritten_helpers(source: str) -> dict[int, set[str]]:
 
 def test_each_device_carrying_site_is_rewritten_on_its_own_line():
     found = _rewritten_helpers(SOURCE)
+    assert found[1] == {"facade"}  # `import torch` runs, then binds the facade
     assert found[2] == {"cuda"}
-    assert found[3] == {"map_device"}
+    assert found[3] == {"call"}  # a device keyword: the callee decides whether it is mapped
     assert found[4] == {"map_device"}  # the .to() argument is mapped in place
-    assert found[5] == {"map_location"}
-    assert found[6] == {"device_ids", "output_device"}
+    assert found[5] == {"call"}
+    assert found[6] == {"call"}
     assert found[7] == {"is_cuda"}
-    assert found[8] == {"pin_flag"}
+    assert found[8] == {"call"}
     assert found[9] == {"map_device"}  # a dtype passes through map_device untouched
-    assert 10 not in found and 1 not in found
+    assert 10 not in found
+
+
+def test_import_sites_bind_facades_and_keep_builtins():
+    source = (
+        "import torch.cuda as tc\nfrom torch.cuda.amp import GradScaler\nimport importlib\n"
+        "m = importlib.import_module('torch.cuda')\nimport os\n"
+    )
+    tree, _ = transform.rewrite(ast.parse(source), "app.py")
+    text = ast.unparse(tree)
+    assert "tc = __tp__.facade(tc)" in text
+    assert "GradScaler = __tp__.from_import('torch.cuda.amp', 'GradScaler', GradScaler)" in text
+    assert "m = __tp__.facade(importlib.import_module('torch.cuda'))" in text
+    assert "os = " not in text and "__builtins__" not in text
+
+
+def _application_function(device):
+    return f"cuda:{device}"
+
+
+def test_a_device_keyword_is_mapped_only_where_it_reaches_torch():
+    runtime.bind(Retarget(backend=backends.get("cpu"), precision="keep"))
+    try:
+        site = runtime.register_site("app.py", 1, "device=")
+        assert runtime.call(torch.ones, site, 2, device=0).device.type == "cpu"
+        assert runtime.call(torch.ones(1).new_zeros, site, 2, device="cuda").device.type == "cpu"
+        assert runtime.call(_application_function, site, device=0) == "cuda:0"  # stays an integer
+        assert runtime.call(dict, site, device=2) == {"device": 2}  # not torch: untouched
+    finally:
+        runtime.bind(None)
 
 
 def test_runtime_maps_only_what_means_cuda():

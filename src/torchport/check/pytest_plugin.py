@@ -1,17 +1,33 @@
 """pytest plugin: ``pytest --torchport-device neuron-emulated`` runs a suite with its code retargeted.
 
-Loading the plugin only adds the option; nothing is imported or registered unless it is given.
+Loading the plugin only adds the options; nothing is imported or registered unless a device is
+given (`--torchport-device` or TORCHPORT_TEST_DEVICE). With one, the project's test files and
+conftest files are retargeted as `torchport run` retargets a program (same scope rules, same
+precision policy, `--torchport-precision` or TORCHPORT_PRECISION), and keep pytest's assertion
+rewriting: the retargeting import hook runs pytest's assertion pass on the files pytest would
+rewrite. Fixtures, `mock.patch` and markers are untouched (builtins stay the interpreter's).
+
+A test that reaches a CUDA-only feature torchport cannot redirect (a Triton kernel, flash-attn,
+CUDA graphs, ...) is reported as unsupported on the target with the call site, and whether the test
+then failed or passed through a library's own fallback (a kernel test that ran a CPU fallback did
+not test the kernel): skipped with that reason by default, failed with
+`--torchport-unsupported=fail`.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 __all__ = ["pytest_addoption", "pytest_configure"]
+
+ENV_TEST_DEVICE = "TORCHPORT_TEST_DEVICE"
+UNSUPPORTED_CHOICES = ("skip", "fail")
 
 
 def pytest_addoption(parser) -> None:
-    """Add --torchport-device (env TORCHPORT_DEVICE)."""
+    """Add --torchport-device (env TORCHPORT_TEST_DEVICE), --torchport-precision, --torchport-unsupported."""
     group = parser.getgroup("torchport")
     group.addoption(
         "--torchport-device",
@@ -19,13 +35,86 @@ def pytest_addoption(parser) -> None:
         help="run the tests with the project's CUDA code retargeted to this device, "
         "e.g. neuron-emulated (env TORCHPORT_TEST_DEVICE)",
     )
+    group.addoption(
+        "--torchport-precision", default=None, choices=["keep", "auto", "bf16", "fp32"],
+        help="autocast policy, as `torchport run --precision` (default: auto, or $TORCHPORT_PRECISION)",
+    )
+    group.addoption(
+        "--torchport-unsupported", default="skip", choices=UNSUPPORTED_CHOICES,
+        help="a test reaching a CUDA-only feature the target lacks is skipped (default) or failed",
+    )
 
 
 def pytest_configure(config) -> None:
-    """Retarget the project's own code (the rootdir) to the chosen device before tests import it."""
-    device = config.getoption("--torchport-device") or os.environ.get("TORCHPORT_TEST_DEVICE")
+    """Retarget the project's own code (the rootdir's application) before tests import it."""
+    device = config.getoption("--torchport-device") or os.environ.get(ENV_TEST_DEVICE)
     if not device:
         return
-    from torchport.retarget.api import activate
+    from torchport.retarget import scope
+    from torchport.retarget.api import activate, resolve_options
 
-    activate(device, scope=[str(config.rootpath)], precision="keep", strict=False)
+    options = resolve_options(device=None, precision=config.getoption("--torchport-precision"))
+    roots = [(str(config.rootpath), "pytest rootdir"), *scope.application_roots(str(config.rootpath))]
+    retarget = activate(device, scope=[*roots, *options["scope"]], precision=options["precision"],
+                        strict=options["strict"], no_scope=options["no_scope"], verbose=options["verbose"])
+    scope.PASS_PROVIDERS.append(_assertion_pass(config))
+    config.pluginmanager.register(_UnsupportedReporter(retarget, config.getoption("--torchport-unsupported")),
+                                  "torchport-unsupported")
+
+
+def _assertion_pass(config):
+    """A pass provider: pytest's assertion rewriting for the modules pytest's own hook would rewrite."""
+    import sys
+
+    from _pytest.assertion.rewrite import AssertionRewritingHook, rewrite_asserts
+
+    def provider(fullname, path, target):
+        hook = next((finder for finder in sys.meta_path if isinstance(finder, AssertionRewritingHook)), None)
+        if hook is None or hook.find_spec(fullname, path, target) is None:
+            return None
+
+        def rewrite(tree, source, filename):
+            rewrite_asserts(tree, source, filename, config)
+
+        return rewrite
+
+    return provider
+
+
+class _UnsupportedReporter:
+    """Turns a test that reached an unsupported CUDA-only feature into a skip (or a failure)."""
+
+    def __init__(self, retarget, mode: str):
+        self.retarget = retarget
+        self.mode = mode
+        self.before: set = set()
+
+    def _unsupported(self) -> set:
+        from torchport.retarget.report import UNSUPPORTED
+
+        return {key for key in self.retarget.recorder.counts if key[0] == UNSUPPORTED}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item) -> None:
+        self.before = self._unsupported()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when != "call" or report.skipped:
+            return
+        reached = sorted(self._unsupported() - self.before, key=lambda key: key[1].location())
+        if not reached:
+            return
+        messages = self.retarget.recorder.messages
+        sites = "; ".join(f"{site.api} at {site.location()} ({messages.get((category, site), '')})"
+                          for category, site in reached)
+        ending = "then failed" if report.failed else "then passed through a fallback, so it was not tested"
+        reason = f"unsupported on {self.retarget.backend.name}: {sites}; the test {ending}"
+        if self.mode == "fail":
+            report.outcome = "failed"
+            report.longrepr = f"torchport: {reason}. Rerun without --torchport-unsupported=fail to skip it."
+            return
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), (item.location[1] or 0) + 1, f"Skipped: torchport: {reason}")

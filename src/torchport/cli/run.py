@@ -9,9 +9,9 @@ from torchport.errors import UsageError
 NAME = "run"
 HELP = "run a script (or -m module) written for CUDA on the chosen device"
 DESCRIPTION = (
-    "Run SCRIPT (or -m MODULE) with its CUDA usages redirected to --device. Only the program's own "
-    "code is retargeted (its directory, or the current directory for -m, plus --scope paths); "
-    "PyTorch and installed libraries see the real machine. Under torchrun: "
+    "Run SCRIPT (or -m MODULE) with its CUDA usages redirected to --device. Only the application's "
+    "code is retargeted (the script's project, PYTHONPATH entries, editable installs, --scope paths, "
+    "minus --no-scope paths); PyTorch and installed libraries see the real machine. Under torchrun: "
     "torchrun [args] -m torchport run [options] SCRIPT [ARGS...]"
 )
 
@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE", help="write a JSON report of what was redirected")
     parser.add_argument("--scope", metavar="PATH", action="append", default=[],
                         help="also retarget code under PATH (repeatable; or $TORCHPORT_SCOPE)")
+    parser.add_argument("--no-scope", metavar="PATH", action="append", default=[], dest="no_scope",
+                        help="never retarget code under PATH (repeatable; or $TORCHPORT_NO_SCOPE)")
+    parser.add_argument("--verbose", action="store_true", default=None,
+                        help="say which folders are retargeted and why (or $TORCHPORT_VERBOSE=1)")
     parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run a module as python -m does (options go before -m)")
     parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or, with -m, ARGS...")
@@ -38,9 +42,10 @@ def run(args) -> int:
 
     if not args.module and not args.program:
         raise UsageError("Nothing to run: give a SCRIPT or -m MODULE, e.g. torchport run train.py --epochs 1")
-    options = resolve_options(args.device, args.precision, args.strict, args.scope, args.report)
+    options = resolve_options(args.device, args.precision, args.strict, args.scope, args.report,
+                              args.no_scope, args.verbose)
     retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],
-                        options["report"])
+                        options["report"], options["no_scope"], options["verbose"])
     if args.module:
         return run_module(args.module[0], args.module[1:], retarget)
     return run_script(args.program[0], args.program[1:], retarget)

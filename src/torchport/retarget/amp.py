@@ -13,16 +13,20 @@ Code that never asked for autocast is never cast. Every decision is recorded in 
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 
 from torchport.retarget import state
+from torchport.retarget.standin import StandIn, reduce_as_genuine
 
 __all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
 _real_grad_scaler = torch.amp.GradScaler
+_real_cuda_autocast = torch.cuda.amp.autocast
+_real_cuda_grad_scaler = torch.cuda.amp.GradScaler
 
 
 def effective_dtype(requested: torch.dtype | None) -> torch.dtype | None:
@@ -47,57 +51,93 @@ def _describe(dtype: torch.dtype | None) -> str:
     return "autocast off (fp32)" if dtype is None else f"autocast {str(dtype).replace('torch.', '')}"
 
 
-def _target_autocast(device_type: str, dtype, enabled: bool, cache_enabled):
+def _target_autocast(device_type: str, dtype, enabled: bool):
+    """The (device_type, dtype, enabled) a CUDA autocast runs with on the target."""
     retarget = state.current()
     if device_type != "cuda":
-        return _real_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        return device_type, dtype, enabled
     if not enabled:
-        return _real_autocast(retarget.type, enabled=False)
+        return retarget.type, None, False
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
     retarget.redirected("autocast('cuda')")
     if effective is None:
-        return _real_autocast(retarget.type, enabled=False)
-    return _real_autocast(retarget.type, dtype=effective, enabled=enabled, cache_enabled=cache_enabled)
+        return retarget.type, None, False
+    return retarget.type, effective, enabled
 
 
-def autocast(device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
-    """`torch.autocast` / `torch.amp.autocast` as seen by the application."""
-    return _target_autocast(device_type, dtype, enabled, cache_enabled)
+class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # noqa: N801 - mirrors torch
+    """`torch.autocast` / `torch.amp.autocast` as seen by the application: 'cuda' is the target.
+
+    A subclass of the genuine class: context manager, decorator, isinstance and subclassing as in
+    PyTorch.
+    """
+
+    def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
+        device_type, dtype, enabled = _target_autocast(device_type, dtype, enabled)
+        super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    __reduce_ex__ = reduce_as_genuine
 
 
-def cuda_amp_autocast(enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
-    """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda'))."""
-    return _target_autocast("cuda", dtype, enabled, cache_enabled)
+with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed; the user's code warns as on CUDA
+    warnings.simplefilter("ignore", FutureWarning)
+
+    class cuda_amp_autocast(_real_cuda_autocast, metaclass=StandIn, genuine=_real_cuda_autocast):  # noqa: N801
+        """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda'))."""
+
+        def __init__(self, enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
+            device_type, dtype, enabled = _target_autocast("cuda", dtype, enabled)
+            _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+        __reduce_ex__ = reduce_as_genuine
 
 
-def GradScaler(device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
-               backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-    """`torch.amp.GradScaler` / `torch.cuda.amp.GradScaler`, enabled only where it does work."""
+def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
+    """The device and `enabled` of a GradScaler made for `device`: on only where it does work."""
     retarget = state.current()
-    if device == "cuda":
-        retarget.redirected("GradScaler('cuda')")
-        device = retarget.type
-        if enabled:
-            fp16 = effective_dtype(torch.float16) is torch.float16
-            if not fp16:
-                enabled = False
-                retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
-            elif not retarget.backend.supports_grad_scaler:
-                enabled = False
-                retarget.decide("GradScaler", f"disabled: {retarget.backend.name} has no GradScaler kernels")
-            else:
-                retarget.decide("GradScaler", f"kept on {device}")
-    return _real_grad_scaler(device, init_scale=init_scale, growth_factor=growth_factor,
-                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+    if device != "cuda":
+        return device, enabled
+    retarget.redirected("GradScaler('cuda')")
+    device = retarget.type
+    if enabled:
+        fp16 = effective_dtype(torch.float16) is torch.float16
+        if not fp16:
+            enabled = False
+            retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
+        elif not retarget.backend.supports_grad_scaler:
+            enabled = False
+            retarget.decide("GradScaler", f"disabled: {retarget.backend.name} has no GradScaler kernels")
+        else:
+            retarget.decide("GradScaler", f"kept on {device}")
+    return device, enabled
 
 
+class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler):
+    """`torch.amp.GradScaler` as seen by the application, enabled only where it does work."""
 
-def cuda_amp_grad_scaler(init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                         backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-    """`torch.cuda.amp.GradScaler(...)`, whose positional arguments start at init_scale."""
-    return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+        device, enabled = _scaler_settings(device, enabled)
+        super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
+                         backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+
+    __reduce_ex__ = reduce_as_genuine
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+
+    class cuda_amp_grad_scaler(_real_cuda_grad_scaler, GradScaler, metaclass=StandIn,  # noqa: N801
+                               genuine=_real_cuda_grad_scaler):
+        """`torch.cuda.amp.GradScaler(...)`, whose positional arguments start at init_scale."""
+
+        def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 2000, enabled: bool = True):
+            GradScaler.__init__(self, "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+        __reduce_ex__ = reduce_as_genuine
 
 
 def custom_fwd(function=None, *, cast_inputs=None, device_type: str = "cuda"):

@@ -10,7 +10,7 @@ from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
 from torchport.retarget import proxy, runtime, spawn, state
 from torchport.retarget.report import Recorder
-from torchport.retarget.scope import RetargetFinder, RetargetLoader
+from torchport.retarget.scope import RetargetFinder, application_roots
 
 __all__ = ["activate", "use", "resolve_options", "deactivate"]
 
@@ -19,6 +19,10 @@ ENV_PRECISION = "TORCHPORT_PRECISION"
 ENV_SCOPE = "TORCHPORT_SCOPE"
 ENV_STRICT = "TORCHPORT_STRICT"
 ENV_REPORT = "TORCHPORT_REPORT"
+ENV_NO_SCOPE = "TORCHPORT_NO_SCOPE"
+ENV_VERBOSE = "TORCHPORT_VERBOSE"
+#: Why a path given by the user is in scope.
+GIVEN = "given with --scope or TORCHPORT_SCOPE"
 
 
 def _from_env_or_flag(flag: str, value, env: str, default):
@@ -30,7 +34,8 @@ def _from_env_or_flag(flag: str, value, env: str, default):
     return from_env if from_env is not None else default
 
 
-def resolve_options(device=None, precision=None, strict=None, scope=None, report=None) -> dict:
+def resolve_options(device=None, precision=None, strict=None, scope=None, report=None, no_scope=None,
+                    verbose=None) -> dict:
     """Merge flags with TORCHPORT_* variables; a disagreement between the two is an error."""
     device = _from_env_or_flag("--device", device, ENV_DEVICE, "auto")
     precision = _from_env_or_flag("--precision", precision, ENV_PRECISION, "auto")
@@ -44,16 +49,21 @@ def resolve_options(device=None, precision=None, strict=None, scope=None, report
     scope = list(scope or [])
     scope += [path for path in os.environ.get(ENV_SCOPE, "").split(os.pathsep) if path]
     report = _from_env_or_flag("--report", report, ENV_REPORT, None)
-    return {"device": device, "precision": precision, "strict": strict, "scope": scope, "report": report}
+    no_scope = list(no_scope or [])
+    no_scope += [path for path in os.environ.get(ENV_NO_SCOPE, "").split(os.pathsep) if path]
+    verbose = bool(verbose) or os.environ.get(ENV_VERBOSE) not in (None, "", "0", "false")
+    return {"device": device, "precision": precision, "strict": strict, "scope": scope, "report": report,
+            "no_scope": no_scope, "verbose": verbose}
 
 
 def activate(device: str | backends.Backend = "auto", scope=(), precision: str = "auto", strict: bool = False,
-             report: str | None = None) -> state.Retarget:
-    """Retarget every module imported from now on whose file lies under `scope`.
+             report: str | None = None, no_scope=(), verbose: bool = False) -> state.Retarget:
+    """Retarget every module imported from now on whose file lies under `scope` and not `no_scope`.
 
     `device` is a backend name or alias, or a Backend instance (check passes one bound to a profile).
-    Returns the active Retarget. Activating twice with the same device widens the scope; with a
-    different device it is an error (one target per process).
+    `scope` holds paths, or (path, why) pairs as `scope.application_roots` gives them. Returns the
+    active Retarget. Activating twice with the same device widens the scope; with a different device
+    it is an error (one target per process).
     """
     backend = device if isinstance(device, backends.Backend) else backends.resolve(device)
     existing = state.current()
@@ -64,26 +74,31 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
                 f"{existing.precision!r}; cannot switch to {backend.name!r}/{precision!r} in the same "
                 "process. Start a new process for another target."
             )
-        for path in scope:
-            if os.path.abspath(path) not in existing.scope:
-                existing.scope.append(os.path.abspath(path))
+        _widen(existing, scope)
         return existing
     recorder = Recorder(target=backend.name, precision=precision)
     retarget = state.Retarget(
-        backend=backend, precision=precision, strict=strict,
-        scope=[os.path.abspath(path) for path in scope], recorder=recorder, report_path=report,
+        backend=backend, precision=precision, strict=strict, recorder=recorder, report_path=report,
+        narrowed=[os.path.realpath(path) for path in no_scope], verbose=verbose,
     )
+    recorder.not_in_scope = list(retarget.narrowed)
+    _widen(retarget, scope)
     state.set_current(retarget)
     runtime.bind(retarget)
     for note in backend.on_activate():
         retarget.decide(f"{backend.name} setup", note)
     facades = proxy.Facades()
     proxy._facades = facades
-    RetargetLoader.builtins_namespace = proxy.build_builtins(facades)
-    RetargetLoader.helper = runtime
-    sys.meta_path.insert(0, RetargetFinder(retarget.scope))
-    spawn.install(backend.name, precision, strict, retarget.scope)
+    runtime.bind_facades(facades.by_name)
+    sys.meta_path.insert(0, RetargetFinder(retarget.scope, retarget.narrowed))
+    spawn.install(backend.name, precision, strict, retarget.scope, retarget.narrowed)
     return retarget
+
+
+def _widen(retarget: state.Retarget, scope) -> None:
+    for entry in scope:
+        path, why = entry if isinstance(entry, tuple) else (entry, GIVEN)
+        retarget.widen(path, why)
 
 
 def deactivate() -> None:
@@ -115,7 +130,7 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     existing = state.current()
     if existing is not None:
         return activate(options["device"], options["scope"], options["precision"], options["strict"],
-                        options["report"])
+                        options["report"], options["no_scope"], options["verbose"])
     frame = sys._getframe(1)
     main = sys.modules.get("__main__")
     caller_file = frame.f_code.co_filename
@@ -127,17 +142,17 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     )
     from torchport.retarget import runner
 
+    roots = [*application_roots(os.path.dirname(os.path.abspath(caller_file))), *options["scope"]]
     if is_entry_script:
-        roots = [os.path.dirname(os.path.abspath(caller_file)), *options["scope"]]
         retarget = activate(options["device"], roots, options["precision"], options["strict"],
-                            options["report"])
+                            options["report"], options["no_scope"], options["verbose"])
         spec = frame.f_globals.get("__spec__")
         if spec is not None and getattr(spec, "name", None):
             code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
         else:
             code = runner.run_script(caller_file, sys.argv[1:], retarget, rerun=True)
         raise SystemExit(code)
-    roots = [os.path.dirname(os.path.abspath(caller_file)), *options["scope"]]
-    retarget = activate(options["device"], roots, options["precision"], options["strict"], options["report"])
+    retarget = activate(options["device"], roots, options["precision"], options["strict"], options["report"],
+                        options["no_scope"], options["verbose"])
     atexit.register(finish, retarget)
     return retarget

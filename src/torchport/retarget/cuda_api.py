@@ -16,6 +16,7 @@ import types
 import torch
 
 from torchport.retarget import amp, state
+from torchport.retarget.standin import StandIn
 
 __all__ = ["build_cuda_module", "Event", "Stream"]
 
@@ -247,11 +248,23 @@ def set_rng_state_all(new_states) -> None:
 
 
 # -- streams and events ----------------------------------------------------------------------
-class Event:
+def _new_standin(cls, genuine, *args, **kwargs):
+    """A stand-in Event/Stream: the genuine constructor where CUDA is real, else a plain object
+    (without CUDA the genuine base is a placeholder whose constructor raises)."""
+    if _real_cuda.is_available():
+        return genuine.__new__(cls, *args, **kwargs)
+    return object.__new__(cls)
+
+
+class Event(_real_cuda.Event, metaclass=StandIn, genuine=_real_cuda.Event):
     """`torch.cuda.Event`: torch.Event on accelerators; a wall-clock event on the CPU.
 
-    The CPU runs work in program order, so the time at `record()` is when all earlier work ended.
+    A subclass of the genuine class (isinstance, issubclass, subclassing). The CPU runs work in
+    program order, so the time at `record()` is when all earlier work ended.
     """
+
+    def __new__(cls, *args, **kwargs):
+        return _new_standin(cls, _real_cuda.Event, *args, **kwargs)
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         retarget = _rt()
@@ -298,8 +311,11 @@ class Event:
         return (end_event._time - self._time) * 1000.0
 
 
-class Stream:
+class Stream(_real_cuda.Stream, metaclass=StandIn, genuine=_real_cuda.Stream):
     """`torch.cuda.Stream`: torch.Stream on accelerators; on the CPU work is already in order."""
+
+    def __new__(cls, *args, **kwargs):
+        return _new_standin(cls, _real_cuda.Stream, *args, **kwargs)
 
     def __init__(self, device=None, priority: int = 0, **kwargs):
         retarget = _rt()
@@ -426,15 +442,38 @@ def _unsupported(name: str):
     return function
 
 
-def _tensor_type(dtype: torch.dtype, name: str):
-    def constructor(*args, **kwargs):
-        retarget = _rt()
-        retarget.redirected(f"torch.cuda.{name}")
-        if args and not isinstance(args[0], int):
-            return torch.tensor(args[0], dtype=dtype, device=retarget.device())
-        return torch.empty(*args, dtype=dtype, device=retarget.device())
+class _LegacyTensorType(StandIn):
+    """Metaclass of `torch.cuda.FloatTensor` and kin: a tensor of that dtype on the target is one."""
 
-    return constructor
+    def __instancecheck__(cls, instance) -> bool:
+        if cls.__dict__.get("_torchport_standin") is not cls:
+            return type.__instancecheck__(cls, instance)
+        retarget = _rt()
+        return (isinstance(instance, torch.Tensor) and instance.dtype == cls.dtype
+                and retarget is not None and instance.device.type == retarget.type)
+
+    def __subclasscheck__(cls, subclass) -> bool:
+        return type.__subclasscheck__(cls, subclass)
+
+    def __call__(cls, *args, **kwargs):
+        if cls.__dict__.get("_torchport_standin") is not cls:
+            return type.__call__(cls, *args, **kwargs)
+        retarget = _rt()
+        retarget.redirected(f"torch.cuda.{cls.__name__}")
+        if args and not isinstance(args[0], int):
+            return torch.tensor(args[0], dtype=cls.dtype, device=retarget.device())
+        return torch.empty(*args, dtype=cls.dtype, device=retarget.device())
+
+
+def _tensor_type(dtype: torch.dtype, name: str) -> type:
+    """The stand-in for the legacy `torch.cuda.<name>`: constructor, isinstance, `x.type(T)`."""
+    namespace = {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda", "__qualname__": name,
+                 "__doc__": f"`torch.cuda.{name}` on the target: {dtype} tensors on the target device."}
+    return _LegacyTensorType(name, (), namespace, genuine=getattr(_real_cuda, name))
+
+
+#: 'torch.cuda.FloatTensor' -> float32, and so on (the strings `x.type()` returns on CUDA).
+LEGACY_TENSOR_TYPES: dict[str, torch.dtype] = {}
 
 
 class _CudaModule(types.ModuleType):
@@ -489,5 +528,6 @@ def build_cuda_module() -> types.ModuleType:
         (torch.int16, "Short"), (torch.int8, "Char"), (torch.uint8, "Byte"), (torch.bool, "Bool"),
     ):
         setattr(module, f"{prefix}Tensor", _tensor_type(dtype, f"{prefix}Tensor"))
+        LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
     module.OutOfMemoryError = torch.OutOfMemoryError
     return module

@@ -1,24 +1,22 @@
 """The `torch` the application's own modules import.
 
-An in-scope module gets its own `__builtins__` whose `__import__` hands back facades for torch,
-torch.cuda, torch.amp, torch.distributed and torch.backends. Every other attribute is the real
-one, copied into the facade's namespace so reading it costs what reading the real module costs.
-PyTorch itself and third-party libraries never see any of this.
+The rewritten import sites of an in-scope module (see transform.py) bind facades for torch,
+torch.cuda, torch.cuda.amp, torch.amp, torch.distributed and torch.backends; the module keeps the
+interpreter's builtins. Every other attribute is the real one, copied into the facade's namespace so
+reading it costs what reading the real module costs. `sys.modules` is shared with PyTorch and the
+libraries and stays the truth: `sys.modules["torch"].cuda` is the real torch.cuda.
 """
 
 from __future__ import annotations
 
-import builtins
 import types
 
 import torch
 
 from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state
-from torchport.retarget.unsupported import CudaOnlyImportError, cuda_only_packages
 
-__all__ = ["Facades", "build_builtins"]
+__all__ = ["Facades"]
 
-_real_import = builtins.__import__
 _real_device = torch.device
 _real_generator = torch.Generator
 
@@ -104,10 +102,9 @@ def _set_default_tensor_type(tensor_type):
 
 
 def _get_device_module(device=None):
-    """`torch.get_device_module('cuda')` in application code is the torch.cuda facade."""
-    if device is None:
-        return torch.get_device_module(None)
-    if (isinstance(device, str) and device.split(":")[0] == "cuda") or (
+    """`torch.get_device_module('cuda')` (or of the current accelerator) in application code is the
+    torch.cuda facade: the application runs on a CUDA machine."""
+    if device is None or (isinstance(device, str) and device.split(":")[0] == "cuda") or (
         isinstance(device, _real_device) and device.type == "cuda"
     ):
         return _facades.cuda
@@ -150,49 +147,18 @@ class Facades:
                 "get_device_module": _get_device_module,
             },
         )
-        self.by_real = {
-            id(torch): self.torch,
-            id(torch.cuda): self.cuda,
-            id(torch.cuda.amp): self.cuda.amp,
-            id(torch.cuda.nvtx): self.cuda.nvtx,
-            id(torch.amp): self.amp,
-            id(real_distributed): self.distributed,
-            id(torch.backends): self.backends,
-            id(torch.backends.cudnn): self.backends.cudnn,
-            id(torch.backends.cuda): self.backends.cuda,
+        #: module name -> facade, for every real module the application may import.
+        self.by_name = {
+            "torch": self.torch,
+            "torch.cuda": self.cuda,
+            "torch.cuda.amp": self.cuda.amp,
+            "torch.cuda.nvtx": self.cuda.nvtx,
+            "torch.amp": self.amp,
+            "torch.distributed": self.distributed,
+            "torch.backends": self.backends,
+            "torch.backends.cudnn": self.backends.cudnn,
+            "torch.backends.cuda": self.backends.cuda,
         }
-
-    def import_(self, name, globals=None, locals=None, fromlist=(), level=0):
-        """`__import__` for in-scope modules."""
-        try:
-            module = _real_import(name, globals, locals, fromlist, level)
-        except ImportError as error:
-            top = name.partition(".")[0]
-            if level == 0 and top in cuda_only_packages():
-                retarget = state.current()
-                alternative = cuda_only_packages()[top]
-                retarget.unsupported(f"import {name}", alternative, raise_error=False)
-                raise CudaOnlyImportError(top, retarget.backend.name, alternative) from error
-            raise
-        if level != 0:
-            return module
-        if name == "torch" or name.startswith("torch."):
-            if fromlist:
-                return self.by_real.get(id(module), module)
-            return self.torch
-        top = name.partition(".")[0]
-        if top in cuda_only_packages():
-            retarget = state.current()
-            if retarget.type != "cuda":
-                retarget.unsupported(f"import {name}", cuda_only_packages()[top], raise_error=False)
-        return module
-
-
-def build_builtins(facades: Facades) -> dict:
-    """A builtins namespace for in-scope modules: the real one with `__import__` replaced."""
-    namespace = dict(builtins.__dict__)
-    namespace["__import__"] = facades.import_
-    return namespace
 
 
 _facades: Facades | None = None

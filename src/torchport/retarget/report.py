@@ -45,6 +45,9 @@ class Recorder:
     #: Rewritten call sites and their hit counts, kept as two parallel lists by the runtime so a
     #: hit costs one list increment; merged into `counts` when the report is made.
     site_table: tuple[list, list] | None = None
+    #: The application's roots (real paths) and why each was chosen; paths taken out with --no-scope.
+    scope: dict[str, str] = field(default_factory=dict)
+    not_in_scope: list[str] = field(default_factory=list)
 
     def add(self, category: str, site: Site, message: str = "") -> None:
         key = (category, site)
@@ -92,6 +95,8 @@ class Recorder:
             "noops": events[NOOP],
             "unsupported": events[UNSUPPORTED],
             "precision_decisions": self.decisions,
+            "scope": [{"root": root, "why": why} for root, why in self.scope.items()],
+            "not_in_scope": list(self.not_in_scope),
         }
 
     def write(self, path: str) -> None:

@@ -15,7 +15,7 @@ import types
 
 from torchport.errors import UsageError
 from torchport.retarget import runtime, transform
-from torchport.retarget.scope import RetargetLoader, in_scope
+from torchport.retarget.scope import RetargetLoader, application_roots
 from torchport.retarget.state import TORCHPORT_ROOT, Retarget
 
 __all__ = ["run_script", "run_module"]
@@ -72,7 +72,6 @@ def _execute(code, module: types.ModuleType, retarget: Retarget) -> int:
 def _main_namespace(filename: str, retarget: Retarget, spec=None) -> types.ModuleType:
     module = types.ModuleType("__main__")
     module.__file__ = filename
-    module.__builtins__ = RetargetLoader.builtins_namespace if in_scope(filename, retarget.scope) else __builtins__
     module.__dict__[transform.HELPER] = runtime
     module.__spec__ = spec
     module.__loader__ = spec.loader if spec is not None else importlib.machinery.SourceFileLoader("__main__", filename)
@@ -87,8 +86,8 @@ def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
     if not os.path.isfile(filename):
         raise UsageError(f"Script {path!r} not found (looked in {os.getcwd()!r}). Check the path.")
     directory = os.path.dirname(filename)
-    if directory not in retarget.scope:
-        retarget.scope.append(directory)
+    for root, why in application_roots(directory):
+        retarget.widen(root, why)
     sys.argv = [path, *argv]
     if not rerun:
         sys.path[0] = directory
@@ -107,8 +106,8 @@ def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
     """Run module `name` as `python -m name` would (a package runs its __main__)."""
     if not rerun:
         sys.path[0] = os.getcwd()
-    if os.getcwd() not in retarget.scope:
-        retarget.scope.append(os.getcwd())
+    for root, why in application_roots(os.getcwd()):
+        retarget.widen(root, why)
     try:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
@@ -121,7 +120,7 @@ def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
     sys.argv = [spec.origin, *argv]
     if spec.parent:
         importlib.import_module(spec.parent)
-    if in_scope(spec.origin, retarget.scope):
+    if retarget.in_scope(spec.origin):
         spec.loader = RetargetLoader(spec.name, spec.origin)
         with open(spec.origin, "rb") as handle:
             code = transform.compile_source(handle.read(), spec.origin)

@@ -1,31 +1,47 @@
 """Helpers that rewritten application code calls (bound to the name `__tp__` in its globals).
 
-Each takes a site id first (assigned by the rewriter, so no frame inspection on hot paths) and
-maps only values that mean CUDA: a 'cuda' string, a CUDA torch.device, or an integer ordinal.
-Anything else passes through untouched, so code that is already device-neutral is unaffected.
+Each takes a site id (assigned by the rewriter, so no frame inspection on hot paths) and maps only
+values that mean CUDA: a 'cuda' string, a CUDA torch.device, or an integer ordinal. Anything else
+passes through untouched, so code that is already device-neutral is unaffected.
+
+Values map where they leave the application: `call` maps a device keyword only when the callee
+belongs to torch or to an installed distribution that depends on torch (`destination.py`), so
+`train(device=local_rank)` in the application keeps its integer and a sound library's
+`play(x, device=2)` gets 2, while `torch.ones(2, device=0)` and `pipeline(device=0)` get the target.
 """
 
 from __future__ import annotations
 
 import torch
 
+from torchport.retarget import cuda_api, destination
+from torchport.retarget.destination import leaves_application
+
 from torchport.retarget.report import Site
 from torchport.retarget.state import Retarget
 
 __all__ = [
     "bind",
+    "bind_facades",
     "register_site",
+    "call",
+    "facade",
+    "from_import",
+    "cuda_only_import_failed",
+    "cuda_only_imported",
     "map_device",
     "to",
     "cuda",
     "pin_memory",
     "record_stream",
     "is_cuda",
+    "tensor_type",
     "output_device",
     "map_location",
     "device_ids",
     "device_map",
     "pin_flag",
+    "fused_flag",
 ]
 
 SITES: list[Site] = []
@@ -44,10 +60,57 @@ _mapped_strings: dict[str, str] = {}
 def bind(retarget: Retarget | None) -> None:
     global _rt, _mapped_strings
     _rt = retarget
+    destination.forget()
     if retarget is not None:
         retarget.recorder.site_table = (SITES, HITS)
         # The retarget's own cache of mapped strings, read here without a method call.
         _mapped_strings = retarget.mapped_strings
+
+
+#: id(real torch module) -> the facade the application sees; module name -> facade.
+_facades_by_id: dict[int, object] = {}
+_facades_by_name: dict[str, object] = {}
+
+
+def bind_facades(by_name: dict[str, object]) -> None:
+    """Install the facades (module name -> facade module) that rewritten import sites bind."""
+    import importlib
+
+    _facades_by_name.clear()
+    _facades_by_name.update(by_name)
+    _facades_by_id.clear()
+    for name, module in by_name.items():
+        _facades_by_id[id(importlib.import_module(name))] = module
+
+
+def facade(value):
+    """The facade of a real torch module (what `import torch.cuda as c` binds); anything else unchanged."""
+    return _facades_by_id.get(id(value), value)
+
+
+def from_import(module_name: str, attribute: str, value):
+    """`from torch.cuda.amp import GradScaler`: the name as the facade of `module_name` has it."""
+    module = _facades_by_name.get(module_name)
+    if module is None:
+        return _facades_by_id.get(id(value), value)
+    return getattr(module, attribute, value)
+
+
+def cuda_only_import_failed(package: str, statement: str, error: ImportError):
+    """A failed import of a CUDA-only package: reported, raised as an ImportError naming the alternative."""
+    from torchport.retarget.unsupported import CudaOnlyImportError, cuda_only_packages
+
+    alternative = cuda_only_packages()[package]
+    _rt.unsupported(statement, alternative, raise_error=False)
+    raise CudaOnlyImportError(package, _rt.backend.name, alternative) from error
+
+
+def cuda_only_imported(package: str, statement: str) -> None:
+    """A CUDA-only package that imported: reported as unsupported on a target other than CUDA."""
+    from torchport.retarget.unsupported import cuda_only_packages
+
+    if _rt.type != "cuda":
+        _rt.unsupported(statement, cuda_only_packages()[package], raise_error=False)
 
 
 def register_site(filename: str, lineno: int, api: str) -> int:
@@ -81,6 +144,16 @@ def map_device(value, site: int | None = None):
             HITS[site] += 1
         return _rt.device(value)
     return value
+
+
+def call(function, site: int, *args, **kwargs):
+    """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
+    if leaves_application(function):
+        for keyword, value in kwargs.items():
+            helper = KEYWORD_HELPERS.get(keyword)
+            if helper is not None and value is not None and value is not False:
+                kwargs[keyword] = helper(site, value)
+    return function(*args, **kwargs)
 
 
 def to(site: int, obj, *args, **kwargs):
@@ -132,6 +205,26 @@ def record_stream(site: int, obj, stream):
         _rt.noop("Tensor.record_stream", "the target has no streams", SITES[site])
         return None
     return obj.record_stream(real)
+
+
+def tensor_type(site: int, obj, *args, **kwargs):
+    """`x.type()` / `x.type(torch.cuda.FloatTensor)` as on CUDA: the target's tensors are CUDA's."""
+    if not isinstance(obj, _Tensor):
+        return obj.type(*args, **kwargs)
+    if not args and "dtype" not in kwargs:
+        name = obj.type()
+        if obj.device.type != _rt.type or _rt.type == "cuda":
+            return name
+        HITS[site] += 1
+        return "torch.cuda." + name.rsplit(".", 1)[-1]
+    wanted = args[0] if args else kwargs["dtype"]
+    if not isinstance(wanted, str):
+        wanted = f"torch.cuda.{wanted.__name__}" if getattr(wanted, "__module__", None) == "torch.cuda" else None
+    dtype = cuda_api.LEGACY_TENSOR_TYPES.get(wanted)
+    if dtype is None:
+        return obj.type(*args, **kwargs)
+    HITS[site] += 1
+    return obj.to(device=_rt.device(), dtype=dtype, non_blocking=kwargs.get("non_blocking", False))
 
 
 def is_cuda(site: int, obj):
@@ -208,3 +301,30 @@ def pin_flag(site: int, value):
         _rt.noop("pin_memory=True", f"{_rt.backend.name} has no pinned host memory", SITES[site])
         return False
     return value
+
+
+def fused_flag(site: int, value):
+    """`AdamW(fused=True)`: kept where the target's profile has fused optimizer kernels, else off."""
+    if value is not True or getattr(_rt.backend, "supports_fused_optimizers", True):
+        return value
+    HITS[site] += 1
+    _rt.decide("fused optimizers", f"fused=True turned off: {_rt.backend.name} has no fused optimizer "
+                                   "kernels (its profile says so); the default implementation runs")
+    return False
+
+
+def _device_keyword(site: int, value):
+    return map_device(value, site)
+
+
+#: keyword -> the helper mapping its value where it reaches torch (see transform.REWRITTEN_KEYWORDS).
+KEYWORD_HELPERS = {
+    "device": _device_keyword,
+    "device_id": _device_keyword,
+    "output_device": output_device,
+    "map_location": map_location,
+    "device_ids": device_ids,
+    "device_map": device_map,
+    "pin_memory": pin_flag,
+    "fused": fused_flag,
+}

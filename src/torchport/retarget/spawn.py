@@ -17,9 +17,10 @@ _BOOTSTRAP = "torchport.retarget.spawn_main"
 _original_preparation_data = multiprocessing.spawn.get_preparation_data
 
 
-def install(device: str, precision: str, strict: bool, scope: list[str]) -> None:
+def install(device: str, precision: str, strict: bool, scope: list[str], narrowed: list[str] = ()) -> None:
     """Make spawned children retarget like this process (idempotent)."""
-    settings = {"device": device, "precision": precision, "strict": strict, "scope": scope}
+    settings = {"device": device, "precision": precision, "strict": strict, "scope": scope,
+                "no_scope": list(narrowed)}
 
     def get_preparation_data(name):
         data = _original_preparation_data(name)

@@ -11,20 +11,20 @@ def _torchport_bootstrap(namespace: dict) -> None:
     import json
     import os
 
-    from torchport.retarget import api, runtime, scope, transform
+    from torchport.retarget import api, runtime, transform
     from torchport.retarget.spawn import ENV_CHILD
 
     settings = json.loads(os.environ[ENV_CHILD])
-    retarget = api.activate(settings["device"], settings["scope"], settings["precision"], settings["strict"])
+    retarget = api.activate(settings["device"], settings["scope"], settings["precision"], settings["strict"],
+                            no_scope=settings.get("no_scope", ()))
     if settings["main_path"]:
         filename = os.path.abspath(settings["main_path"])
     else:
         filename = importlib.util.find_spec(settings["main_name"]).origin
     with open(filename, "rb") as handle:
         source = handle.read()
-    if scope.in_scope(filename, retarget.scope):
+    if retarget.in_scope(filename):
         code = transform.compile_source(source, filename)
-        namespace["__builtins__"] = scope.RetargetLoader.builtins_namespace
         namespace[transform.HELPER] = runtime
     else:
         code = compile(source, filename, "exec", dont_inherit=True)

@@ -31,9 +31,12 @@ class Retarget:
     precision: str = "auto"
     strict: bool = False
     scope: list[str] = field(default_factory=list)
+    #: Paths taken out of the scope (`--no-scope`).
+    narrowed: list[str] = field(default_factory=list)
     recorder: Recorder = field(default_factory=Recorder)
     report_path: str | None = None
     finished: bool = False
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         self.type = self.backend.device_type
@@ -99,7 +102,16 @@ class Retarget:
     def in_scope(self, filename: str) -> bool:
         from torchport.retarget.scope import in_scope
 
-        return in_scope(filename, self.scope)
+        return in_scope(filename, self.scope, self.narrowed)
+
+    def widen(self, root: str, why: str) -> None:
+        """Add `root` to the scope (once), remembering why for the report and --verbose."""
+        root = os.path.abspath(root)
+        if root not in self.scope:
+            self.scope.append(root)
+            self.recorder.scope[root] = why
+            if self.verbose:
+                print(f"torchport: retargeting code under {root} ({why})", file=sys.stderr)
 
 
 def caller_site(api: str) -> Site:

@@ -1,0 +1,92 @@
+"""Where a call made by the application goes: to torch (or a library built on it), or elsewhere.
+
+A device value is mapped to the target only where it leaves the application for torch, or for an
+installed distribution that depends on torch (a requirement on `torch`, extras included, read with
+importlib.metadata): `torch.ones(2, device=0)`, `model.to(rank)`, `pipeline(device=0)`. A call to
+the application's own code, the standard library, or a distribution that does not depend on torch
+keeps the value as written, so `train(device=local_rank)` receives the integer and
+`f"cuda:{device}"` inside it works as on a GPU machine.
+
+The decision is made once per module name and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import re
+import sys
+
+from torchport.retarget import state
+
+__all__ = ["leaves_application", "module_of", "depends_on_torch", "forget"]
+
+#: module name -> True when a call into it leaves the application for torch.
+_DECIDED: dict[str | None, bool] = {}
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+#: Never mapped: torchport's own API takes real device names (`torchport.use(device="cuda")`).
+_NEVER = {"torchport", "builtins"}
+
+
+def module_of(function) -> str | None:
+    """The module a callable belongs to: its own, or for a builtin method its receiver's type's."""
+    module = getattr(function, "__module__", None)
+    if module is None:
+        owner = getattr(function, "__self__", None)
+        if owner is not None:
+            module = type(owner).__module__
+        elif isinstance(function, functools.partial):
+            return module_of(function.func)
+    return module
+
+
+def leaves_application(function) -> bool:
+    """True when calling `function` hands values to torch or to a library built on torch."""
+    module = module_of(function)
+    try:
+        return _DECIDED[module]
+    except KeyError:
+        decided = _DECIDED[module] = _decide(module)
+        return decided
+
+
+def forget() -> None:
+    """Forget every decision (the scope changed)."""
+    _DECIDED.clear()
+
+
+def _decide(module: str | None) -> bool:
+    if not module:
+        return False
+    top = module.partition(".")[0]
+    if top == "torch":
+        return True
+    if top in _NEVER or top in sys.stdlib_module_names:
+        return False
+    loaded = sys.modules.get(module)
+    filename = getattr(loaded, "__file__", None)
+    retarget = state.current()
+    if filename and retarget is not None and retarget.in_scope(filename):
+        return False  # the application's own code, whatever distribution it also belongs to
+    return any(depends_on_torch(distribution) for distribution in _distributions().get(top, ()))
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+@functools.lru_cache(maxsize=None)
+def depends_on_torch(distribution: str) -> bool:
+    """True when `distribution` requires torch (extras included: transformers asks for it as one)."""
+    if distribution.lower() == "torch":
+        return True
+    try:
+        requirements = importlib.metadata.requires(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    for requirement in requirements:
+        match = _REQUIREMENT_NAME.match(requirement)
+        if match and match.group(1).lower() == "torch":
+            return True
+    return False

@@ -1,0 +1,217 @@
+"""The idiom corpus: CUDA-style snippets written the way real projects write them, each with its
+twin ported by hand to the CPU with the CUDA code path kept (what the application would see on a
+GPU machine whose GPU is the CPU).
+
+Each entry is (name, cuda_source, ported_source). A snippet sets `result`; the harness prints
+`repr(result)`, or the exception type's name when it raises. A twin of None means "the same source"
+(the snippet is already neutral, and must behave the same retargeted). Sources are function bodies:
+imports inside them go through the same rewriting as module-level ones.
+"""
+
+IDIOMS = [
+    # -- leaks named in the issue ---------------------------------------------------------------
+    ("mock_patch_builtins_print",
+     "from unittest import mock\nwith mock.patch('builtins.print') as fake:\n    print('x')\nresult = fake.called",
+     None),
+    ("assign_builtins_print",
+     "import builtins\nseen = []\noriginal = builtins.print\nbuiltins.print = lambda *a, **k: seen.append(a)\n"
+     "try:\n    print('silenced')\nfinally:\n    builtins.print = original\nresult = seen",
+     None),
+    ("isinstance_cuda_amp_grad_scaler",
+     "import torch\nresult = isinstance(torch.cuda.amp.GradScaler(enabled=False), torch.cuda.amp.GradScaler)",
+     "result = True"),
+    ("subclass_cuda_amp_grad_scaler",
+     "import torch\nclass MyScaler(torch.cuda.amp.GradScaler):\n    pass\n"
+     "result = isinstance(MyScaler(enabled=False), torch.amp.GradScaler)",
+     "result = True"),
+    ("tensor_type_legacy_cuda",
+     "import torch\nx = torch.zeros(2, dtype=torch.int64).type(torch.cuda.FloatTensor)\nresult = (x.dtype, x.type())",
+     "import torch\nresult = (torch.float32, 'torch.cuda.FloatTensor')"),
+    ("integer_device_stays_integer",
+     "def train(device):\n    return f'cuda:{device}'\nresult = train(device=0)",
+     None),
+    ("non_torch_library_keeps_device_int",
+     "import json\nresult = json.dumps({'x': 1}, default=None, sort_keys=True)\n"
+     "def play(samples, device=None):\n    return device\nresult = (result, play([1], device=2))",
+     None),
+    ("import_module_agrees",
+     "import importlib, torch\nresult = (importlib.import_module('torch.cuda').is_available(), torch.cuda.is_available())",
+     "result = (True, True)"),
+    ("getattr_torch_cuda_agrees",
+     "import torch\nresult = getattr(torch, 'cuda').is_available()",
+     "result = True"),
+    ("get_device_module_agrees",
+     "import torch\nresult = torch.get_device_module().is_available()",
+     "result = True"),
+    ("dunder_import_agrees",
+     "result = __import__('torch').cuda.is_available()",
+     "result = True"),
+    # -- strings, devices, ordinals --------------------------------------------------------------
+    ("device_string_literal",
+     "import torch\nresult = torch.ones(2, device='cuda').device.type",
+     "import torch\nresult = torch.ones(2, device='cpu').device.type"),
+    ("device_string_indexed",
+     "import torch\nresult = torch.zeros(1, device='cuda:0').device.type",
+     "import torch\nresult = torch.zeros(1, device='cpu').device.type"),
+    ("device_string_stays_string",
+     "device = 'cuda:0'\nresult = (device, device == 'cuda:0', 'cuda' in device)",
+     None),
+    ("fstring_rank",
+     "import torch\nlocal_rank = 0\ndevice = f'cuda:{local_rank}'\nresult = (device, torch.ones(1, device=device).device.type)",
+     "import torch\nresult = ('cuda:0', 'cpu')"),
+    ("torch_device_cuda_eq",
+     "import torch\nresult = torch.device('cuda') == torch.device('cuda')",
+     None),
+    ("torch_device_isinstance",
+     "import torch\nresult = isinstance(torch.device('cuda', 0), torch.device)",
+     None),
+    ("torch_device_pickle",
+     "import pickle, torch\nd = torch.device('cuda')\nresult = pickle.loads(pickle.dumps(d)) == d",
+     None),
+    ("cuda_available_branch",
+     "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\nresult = device",
+     "result = 'cuda'"),
+    ("to_rank_int",
+     "import torch\nresult = torch.ones(2).to(0).device.type",
+     "import torch\nresult = torch.ones(2).to('cpu').device.type"),
+    ("dot_cuda",
+     "import torch\nresult = torch.ones(2).cuda().device.type",
+     "import torch\nresult = torch.ones(2).device.type"),
+    ("module_cuda",
+     "import torch\nresult = next(torch.nn.Linear(2, 2).cuda().parameters()).device.type",
+     "import torch\nresult = next(torch.nn.Linear(2, 2).parameters()).device.type"),
+    ("is_cuda",
+     "import torch\nresult = torch.ones(1, device='cuda').is_cuda",
+     "result = True"),
+    ("to_keyword_device",
+     "import torch\nresult = torch.ones(1).to(device='cuda', dtype=torch.float16).dtype",
+     "import torch\nresult = torch.float16"),
+    ("to_dtype_only",
+     "import torch\nresult = torch.ones(1).to(torch.float64).dtype",
+     None),
+    ("new_zeros_device",
+     "import torch\nresult = torch.ones(1).new_zeros(2, device='cuda').device.type",
+     "import torch\nresult = torch.ones(1).new_zeros(2).device.type"),
+    ("set_default_device",
+     "import torch\ntorch.set_default_device('cuda')\ntry:\n    result = torch.ones(1).device.type\n"
+     "finally:\n    torch.set_default_device(None)",
+     "result = 'cpu'"),
+    ("generator_device",
+     "import torch\nresult = torch.Generator(device='cuda').device.type",
+     "import torch\nresult = torch.Generator(device='cpu').device.type"),
+    # -- torch.cuda API --------------------------------------------------------------------------
+    ("device_count", "import torch\nresult = torch.cuda.device_count() >= 1", "result = True"),
+    ("current_device", "import torch\nresult = torch.cuda.current_device()", "result = 0"),
+    ("synchronize", "import torch\nresult = torch.cuda.synchronize()", "result = None"),
+    ("manual_seed_all",
+     "import torch\ntorch.cuda.manual_seed_all(0)\ntorch.manual_seed(0)\nresult = torch.rand(1).item() < 1",
+     "result = True"),
+    ("memory_allocated", "import torch\nresult = torch.cuda.memory_allocated() >= 0", "result = True"),
+    ("max_memory_allocated", "import torch\nresult = torch.cuda.max_memory_allocated() >= 0", "result = True"),
+    ("empty_cache", "import torch\nresult = torch.cuda.empty_cache()", "result = None"),
+    ("is_bf16_supported", "import torch\nresult = isinstance(torch.cuda.is_bf16_supported(), bool)", "result = True"),
+    ("event_timing",
+     "import torch\nstart = torch.cuda.Event(enable_timing=True)\nend = torch.cuda.Event(enable_timing=True)\n"
+     "start.record()\nend.record()\ntorch.cuda.synchronize()\nresult = start.elapsed_time(end) >= 0",
+     "result = True"),
+    ("event_isinstance",
+     "import torch\nresult = isinstance(torch.cuda.Event(), torch.cuda.Event)",
+     "result = True"),
+    ("stream_context",
+     "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    x = torch.ones(1, device='cuda') + 1\n"
+     "result = (isinstance(s, torch.cuda.Stream), x.item())",
+     "result = (True, 2.0)"),
+    ("legacy_float_tensor_ctor",
+     "import torch\nx = torch.cuda.FloatTensor([1, 2])\nresult = (isinstance(x, torch.cuda.FloatTensor), x.tolist())",
+     "result = (True, [1.0, 2.0])"),
+    ("from_torch_cuda_import",
+     "from torch.cuda import is_available, device_count\nresult = (is_available(), device_count() >= 1)",
+     "result = (True, True)"),
+    ("import_torch_cuda_as",
+     "import torch.cuda as tc\nresult = tc.is_available()",
+     "result = True"),
+    ("cudnn_flags",
+     "import torch\ntorch.backends.cudnn.benchmark = True\ntorch.backends.cudnn.deterministic = True\nresult = True",
+     "result = True"),
+    ("tf32_flag",
+     "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\nresult = True",
+     "result = True"),
+    ("cuda_graph_unsupported",
+     "import torch\nresult = torch.cuda.CUDAGraph()",
+     None),  # raises on the target as on the twin's CPU-only build
+    # -- amp ------------------------------------------------------------------------------------
+    ("autocast_cuda_context",
+     "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n"
+     "    result = (torch.ones(2, 2) @ torch.ones(2, 2)).dtype",
+     "import torch\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n"
+     "    result = (torch.ones(2, 2) @ torch.ones(2, 2)).dtype"),
+    ("cuda_amp_autocast_decorator",
+     "import torch\n@torch.cuda.amp.autocast(dtype=torch.bfloat16)\ndef f(a):\n    return a @ a\n"
+     "result = f(torch.ones(2, 2)).dtype",
+     "import torch\n@torch.autocast('cpu', dtype=torch.bfloat16)\ndef f(a):\n    return a @ a\n"
+     "result = f(torch.ones(2, 2)).dtype"),
+    ("autocast_isinstance",
+     "import torch\nresult = isinstance(torch.autocast('cuda'), torch.autocast)",
+     "result = True"),
+    ("from_cuda_amp_import",
+     "from torch.cuda.amp import GradScaler, autocast\nimport torch\nwith autocast(dtype=torch.bfloat16):\n"
+     "    dtype = (torch.ones(2, 2) @ torch.ones(2, 2)).dtype\nresult = (dtype, isinstance(GradScaler(enabled=False), GradScaler))",
+     "import torch\nresult = (torch.bfloat16, True)"),
+    ("grad_scaler_pickle_genuine",
+     "import pickle, torch\ns = torch.amp.GradScaler('cuda', enabled=False)\n"
+     "result = type(pickle.loads(pickle.dumps(s))).__module__",
+     "result = 'torch.amp.grad_scaler'"),
+    ("grad_scaler_step",
+     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+     "scaler = torch.cuda.amp.GradScaler()\nloss = model(torch.ones(1, 2, device='cuda')).sum()\n"
+     "scaler.scale(loss).backward()\nscaler.step(opt)\nscaler.update()\nresult = True",
+     "result = True"),
+    # -- loading, distributed, data -------------------------------------------------------------
+    ("load_map_location_cuda",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save({'w': torch.ones(2)}, buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, map_location='cuda:0')['w'].device.type",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save({'w': torch.ones(2)}, buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, map_location='cpu')['w'].device.type"),
+    ("load_map_location_lambda",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save(torch.ones(2), buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, map_location=lambda storage, loc: storage.cuda()).device.type",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save(torch.ones(2), buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, map_location='cpu').device.type"),
+    ("dataloader_pin_memory",
+     "import torch\nfrom torch.utils.data import DataLoader\n"
+     "loader = DataLoader(list(range(4)), batch_size=2, pin_memory=True)\nresult = [b.tolist() for b in loader]",
+     "import torch\nfrom torch.utils.data import DataLoader\n"
+     "loader = DataLoader(list(range(4)), batch_size=2)\nresult = [b.tolist() for b in loader]"),
+    ("fused_adamw",
+     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\n"
+     "opt = torch.optim.AdamW(model.parameters(), fused=True)\nmodel(torch.ones(1, 2, device='cuda')).sum().backward()\n"
+     "opt.step()\nresult = True",
+     "result = True"),
+    ("dist_backend_nccl_name",
+     "import torch.distributed as dist\nresult = dist.is_available()",
+     None),
+    ("cuda_only_import_fallback",
+     "try:\n    import flash_attn\n    result = 'flash'\nexcept ImportError:\n    result = 'fallback'",
+     "result = 'fallback'"),
+    ("sdpa_on_device",
+     "import torch\nimport torch.nn.functional as F\nq = torch.ones(1, 1, 2, 2, device='cuda')\n"
+     "result = tuple(F.scaled_dot_product_attention(q, q, q).shape)",
+     "import torch\nimport torch.nn.functional as F\nq = torch.ones(1, 1, 2, 2)\n"
+     "result = tuple(F.scaled_dot_product_attention(q, q, q).shape)"),
+    # -- ordinary Python keeps working -----------------------------------------------------------
+    ("inspect_getsource",
+     "import inspect\ndef helper():\n    return 1\nresult = 'return 1' in inspect.getsource(helper)",
+     None),
+    ("threads",
+     "import threading, torch\nout = []\nt = threading.Thread(target=lambda: out.append(torch.ones(1, device='cuda').device.type))\n"
+     "t.start()\nt.join()\nresult = out",
+     "import threading, torch\nout = []\nt = threading.Thread(target=lambda: out.append(torch.ones(1).device.type))\n"
+     "t.start()\nt.join()\nresult = out"),
+    ("builtins_identity",
+     "import builtins\nresult = print is builtins.print and len is builtins.len",
+     None),
+    ("jit_script_application_function",
+     "import torch\ndef double(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+     "result = torch.jit.script(double)(torch.ones(2)).tolist()",
+     None),
+]
