@@ -24,6 +24,7 @@ __all__ = [
     "canonical_name",
     "real_backends",
     "targets",
+    "default_target",
     "emulated_name",
     "broken_plugins",
     "EMULATED_SUFFIX",
@@ -93,6 +94,11 @@ def targets() -> tuple[str, ...]:
     """The targets code written for cuda can be ported to and judged for: every real backend but
     cuda, the source every rule and facade speaks of (the host cpu last)."""
     return tuple(backend.name for backend in real_backends() if backend.name != "cuda")
+
+
+def default_target() -> str:
+    """The target `check` rehearses when none is named: the first accelerator in PRIORITY after cuda."""
+    return targets()[0]
 
 
 def emulated_name(name: str) -> str:

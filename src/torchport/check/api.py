@@ -129,7 +129,7 @@ def _shapes(sample) -> dict[tuple, tuple]:
 def check_model(
     model: torch.nn.Module,
     samples: Iterable[Any],
-    target: str = "neuron",
+    target: str | None = None,
     loss_function: Callable | None = None,
     pad_value: float = 0,
 ) -> Report:
@@ -138,7 +138,9 @@ def check_model(
     `samples` are model inputs (a tensor, a tuple of positional tensors, or a dict of keyword
     tensors); give several to see shape dynamism. With `loss_function(result, sample) -> loss`
     each sample also runs a backward pass. The model is copied; the original is not touched.
+    `target` defaults to the registry's first accelerator target (backends.default_target()).
     """
+    target = target or _default_target()
     samples = list(samples)
     if not samples:
         raise UsageError("check_model got no samples. Pass a list of model inputs, e.g. [input_ids_batch].")
@@ -170,7 +172,13 @@ def check_model(
     return build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)
 
 
-def check_script(script: str, arguments: list[str], target: str = "neuron", timeout: float | None = None) -> Report:
+def _default_target() -> str:
+    from torchport.backends import default_target
+
+    return default_target()
+
+
+def check_script(script: str, arguments: list[str], target: str | None = None, timeout: float | None = None) -> Report:
     """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report.
 
     The report has a verdict however the script ends: returning, sys.exit(code), an exception, a
@@ -182,6 +190,7 @@ def check_script(script: str, arguments: list[str], target: str = "neuron", time
     from torchport.retarget.api import activate
     from torchport.retarget.runner import run_script
 
+    target = target or _default_target()
     profile = device.activate(target)
     census = Census(profile)
     # The backend follows this Profile object, so a user's YAML is what the device behaves like even

@@ -6,9 +6,12 @@ import argparse
 import os
 import sys
 
+from torchport import backends
+
 NAME = "check"
-DEFAULT_TARGET = "neuron"
-HELP = "run a script on an emulated target (neuron, xla, mps, ...) and report what will break there"
+#: The registry's first accelerator target (see backends.default_target).
+DEFAULT_TARGET = backends.default_target()
+HELP = f"run a script on an emulated target ({', '.join(backends.targets())}) and report what will break there"
 DESCRIPTION = (
     "Runs SCRIPT on the emulated TARGET device (CUDA code retargeted to it) and reports ops by status "
     "with call sites, predicted compilations, dtype hazards, host syncs, peak memory, a verdict and "
@@ -20,7 +23,8 @@ DESCRIPTION = (
 
 def add_arguments(parser) -> None:
     parser.add_argument("--target",
-                        help="target profile name, alias or YAML path (env TORCHPORT_TARGET; default neuron)")
+                        help="target profile name, alias or YAML path "
+                        f"(env TORCHPORT_TARGET; default {DEFAULT_TARGET})")
     parser.add_argument("--output-format", choices=["text", "json", "html"], default="text")
     parser.add_argument("--output", help="write the report to this file instead of standard output")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when the report has findings")

@@ -19,7 +19,7 @@ __all__ = ["ScanConfig", "load_config", "find_pyproject", "ALLOWED_KEYS"]
 ALLOWED_KEYS = {
     "select": "list of rule codes or prefixes to run",
     "ignore": "list of rule codes or prefixes to skip",
-    "target": "neuron, xla, mps, xpu, npu, cpu or any",
+    "target": "a target name or alias (the backends 'torchport doctor' lists, but cuda) or any",
     "exclude": "list of glob patterns of paths not to scan",
     "max-file-size": "largest source file to parse, in MB",
 }
