@@ -36,12 +36,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or, with -m, ARGS...")
 
 
+def _check_paths(args) -> None:
+    """Before the program starts: each --scope exists, and --report is writable and not the script."""
+    import os
+
+    from torchport.cli.common import check_output_path
+
+    for path in args.scope:
+        if not os.path.isdir(path) and not os.path.isfile(path):
+            raise UsageError(f"--scope {path!r} does not exist. Pass an existing folder or file of the program's code.")
+    script = [] if args.module else args.program[:1]
+    check_output_path(args.report, script, "--report")
+
+
 def run(args) -> int:
     from torchport.retarget.api import activate, resolve_options
     from torchport.retarget.runner import run_module, run_script
 
     if not args.module and not args.program:
         raise UsageError("Nothing to run: give a SCRIPT or -m MODULE, e.g. torchport run train.py --epochs 1")
+    _check_paths(args)
     options = resolve_options(args.device, args.precision, args.strict, args.scope, args.report,
                               args.no_scope, args.verbose)
     retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],

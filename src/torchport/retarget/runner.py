@@ -32,7 +32,8 @@ def _print_exception(error: BaseException) -> None:
     if not os.environ.get("TORCHPORT_DEBUG"):
         kept = []
         while traceback is not None:
-            if not traceback.tb_frame.f_code.co_filename.startswith(TORCHPORT_ROOT):
+            # torchport's frames and the import machinery's, as Python itself hides the latter
+            if not traceback.tb_frame.f_code.co_filename.startswith((TORCHPORT_ROOT, "<frozen importlib")):
                 kept.append(traceback)
             traceback = traceback.tb_next
         for earlier, later in zip(kept, kept[1:]):
@@ -97,7 +98,12 @@ def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
     try:
         code = transform.compile_source(source, filename)
     except SyntaxError as error:
+        # As Python shows it: the script's line, no frames of the compiler (torchport's or ast's).
+        error.__traceback__ = None
         sys.excepthook(type(error), error, None)
+        from torchport.retarget.api import finish
+
+        finish(retarget)  # --report is written for a script that does not compile, too
         return 1
     return _execute(code, module, retarget)
 
@@ -115,11 +121,18 @@ def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
             spec = importlib.util.find_spec(name)
     except (ImportError, ValueError) as error:
         raise UsageError(f"No module named {name!r} ({error}). Check the name and sys.path.") from error
+    except Exception as error:  # noqa: BLE001 - a parent package's __init__ failed: the program's error
+        _print_exception(error)
+        return 1
     if spec is None or spec.origin is None or not os.path.isfile(spec.origin):
         raise UsageError(f"No module named {name!r} (searched from {os.getcwd()!r}). Check the name.")
     sys.argv = [spec.origin, *argv]
     if spec.parent:
-        importlib.import_module(spec.parent)
+        try:
+            importlib.import_module(spec.parent)
+        except Exception as error:  # noqa: BLE001 - shown as python -m would show it
+            _print_exception(error)
+            return 1
     if retarget.in_scope(spec.origin):
         spec.loader = RetargetLoader(spec.name, spec.origin)
         with open(spec.origin, "rb") as handle:
