@@ -46,6 +46,8 @@ def _check_paths(args) -> None:
         if not os.path.isdir(path) and not os.path.isfile(path):
             raise UsageError(f"--scope {path!r} does not exist. Pass an existing folder or file of the program's code.")
     script = [] if args.module else args.program[:1]
+    if script and os.path.isdir(script[0]):
+        raise UsageError(f"Script {script[0]!r} is a folder. Pass a Python file, or -m PACKAGE to run its __main__.")
     check_output_path(args.report, script, "--report")
 
 
