@@ -7,6 +7,7 @@ import json
 import math
 import os
 
+from torchport import precision as precision_vocabulary
 from torchport.errors import ConfigConflictError, UsageError
 
 NAME = "compare"
@@ -115,7 +116,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("entry", metavar="ENTRY", help="MODULE:FUNCTION returning (model, inputs) or a case dict")
     parser.add_argument("--reference", help="reference device BACKEND[:PRECISION] (default cpu; env TORCHPORT_COMPARE_REFERENCE)")
     parser.add_argument("--target", help="target device BACKEND[:PRECISION] (default auto; env TORCHPORT_COMPARE_TARGET)")
-    parser.add_argument("--precision", help="precision policy of the target: native, no-fp64 (alias fp32), bf16, fp16")
+    parser.add_argument("--precision", help="precision policy of the target: "
+                        f"{precision_vocabulary.describe('compare')} (default keep)")
     parser.add_argument("--per-op", action="store_true", help="also compare every operator's outputs")
     parser.add_argument("--threshold", action="append", default=[], metavar="DTYPE.LIMIT=VALUE",
                         help="override a parity limit, e.g. float32.max_abs=1e-4 (repeatable)")

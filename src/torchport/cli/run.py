@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from torchport import precision as precision_vocabulary
 from torchport.errors import UsageError
 
 NAME = "run"
@@ -19,8 +20,8 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="target backend or alias (default: auto, or $TORCHPORT_DEVICE)")
     parser.add_argument(
-        "--precision", choices=["keep", "auto", "bf16", "fp32"],
-        help="autocast policy (default: auto, or $TORCHPORT_PRECISION)",
+        "--precision", choices=list(precision_vocabulary.SUPPORTED["run"]),
+        help=f"autocast policy (default: auto, or $TORCHPORT_PRECISION): {precision_vocabulary.describe('run')}",
     )
     parser.add_argument("--strict", action="store_true", default=None,
                         help="fail on anything unsupported or silently ignored")

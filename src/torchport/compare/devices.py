@@ -4,7 +4,7 @@ Written `BACKEND[:PRECISION]`: `cpu`, `cpu:bf16`, `neuron-emulated`, `xla`, `cud
 precision policy says how the side computes:
 
 * `native` (the default): the model runs as written.
-* `no-fp64` (also spelled `fp32`): float64 parameters, buffers and inputs are downcast to float32
+* `no-fp64` (its old spellings `fp32` and `float32` are deprecated: elsewhere `fp32` means autocast off): float64 parameters, buffers and inputs are downcast to float32
   first, the way devices without fp64 (Neuron, MPS) run a model. Autocast stays off; on a model with
   no float64 tensor this policy changes nothing.
 * `bf16` / `fp16`: autocast to that dtype on the backend's device type.
@@ -17,6 +17,7 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from torchport import precision as precision_vocabulary
 from torchport.errors import UsageError
 
 __all__ = [
@@ -32,12 +33,11 @@ __all__ = [
     "prepare_model",
 ]
 
-#: Precision policies, with the names users may type for each.
+#: Precision policies, with the names users may type for each: torchport.precision's vocabulary for
+#: compare, where the policy 'keep' is stored under its synonym 'native'.
 PRECISIONS: dict[str, tuple[str, ...]] = {
-    "native": ("native", "default", "none"),
-    "no-fp64": ("no-fp64", "fp32", "float32"),
-    "bf16": ("bf16", "bfloat16"),
-    "fp16": ("fp16", "float16", "half"),
+    ("native" if policy == "keep" else policy): spellings
+    for policy, spellings in precision_vocabulary.by_policy("compare").items()
 }
 
 _current_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("torchport_compare_side", default=None)
@@ -113,15 +113,11 @@ def side(name: str) -> Iterator[None]:
 
 
 def _canonical_precision(text: str) -> str:
-    key = text.strip().lower()
-    for name, spellings in PRECISIONS.items():
-        if key in spellings:
-            return name
-    allowed = sorted({spelling for spellings in PRECISIONS.values() for spelling in spellings})
-    raise UsageError(
-        f"Unknown precision policy {text!r}. Allowed: {', '.join(allowed)}. "
-        "Write the device as BACKEND[:PRECISION], e.g. 'cpu:bf16'."
-    )
+    try:
+        policy = precision_vocabulary.resolve(text, "compare")
+    except UsageError as error:
+        raise UsageError(f"{error} Write the device as BACKEND[:PRECISION], e.g. 'cpu:bf16'.") from None
+    return "native" if policy == "keep" else policy
 
 
 @dataclass(frozen=True)
