@@ -45,13 +45,13 @@ def check_output_path(path: str | None, inputs: Iterable[str] = (), flag: str = 
         raise UsageError(
             f"Cannot write the report to {path!r}: it exists and is not a regular file. Pass another {flag} path."
         )
-    if os.path.isfile(path) and not os.access(path, os.W_OK):
+    if os.path.isfile(path) and (not os.access(path, os.W_OK) or not os.stat(path).st_mode & 0o222):
         raise UsageError(
             f"Cannot write the report to {path!r}: the file is read-only. Make it writable or pass another {flag} path."
         )
     real = os.path.realpath(path)
     for source in inputs:
-        if os.path.isfile(source) and os.path.realpath(source) == real:
+        if not os.path.isdir(source) and os.path.realpath(source) == real:
             raise UsageError(
                 f"{flag} {path!r} is also an input ({source!r}); writing the report there would replace it. "
                 f"Pass another {flag} path."
