@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from torchport.errors import UsageError
-from torchport.fileio import atomic_write
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -14,7 +15,11 @@ NAME = "fix"
 HELP = "rewrite CUDA-only code toward torch.accelerator / torch.amp (safe fixes by default)"
 DESCRIPTION = (
     "Apply the rules' fixes with libcst, keeping formatting and comments. Only safe fixes unless "
-    "--unsafe-fixes. Exit codes: 0 nothing left to report, 1 findings remain, 2 usage or internal error."
+    "--unsafe-fixes. Fixes follow the torch the project declares (requirements or pyproject): below "
+    "2.6 they avoid torch.accelerator. Files changed on disk while fix runs, read-only and hard-linked "
+    "files (unless --force), files that do not parse and symlinks leaving the given folders are left "
+    "as they are and listed as not processed. Exit codes: 0 nothing left, 1 findings remain, a file "
+    "was not processed, or (with --diff) fixes are pending, 2 usage or internal error."
 )
 
 
@@ -22,59 +27,128 @@ def add_arguments(parser) -> None:
     from torchport.cli.scan import add_selection_arguments
 
     add_selection_arguments(parser)
-    parser.add_argument("--diff", action="store_true", help="print a unified diff and write nothing")
+    parser.add_argument("--diff", action="store_true",
+                        help="print a unified diff, with the reason of each unsafe fix, and write nothing")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
+    parser.add_argument("--force", action="store_true",
+                        help="also rewrite read-only files (mode kept) and hard-linked ones (in place, link kept)")
+    parser.add_argument("--torch-version", metavar="X.Y",
+                        help="the torch the fixed code must run on (default: the project's pin, else current)")
+
+
+def _legacy(args, paths: list[str]) -> bool:
+    from torchport.fix import neutral
+
+    if args.torch_version:
+        try:
+            major, minor = (int(part) for part in args.torch_version.split(".")[:2])
+        except ValueError:
+            raise UsageError(
+                f"--torch-version {args.torch_version!r} is not a version. Pass MAJOR.MINOR, e.g. 2.5."
+            ) from None
+        return (major, minor) < neutral.ACCELERATOR_MIN_VERSION
+    pin = neutral.declared_torch(Path(paths[0]).resolve())
+    if pin is not None and pin.legacy:
+        print(f"torchport: {pin.source} pins torch{pin.specifier}: writing code without torch.accelerator",
+              file=sys.stderr)
+        return True
+    return False
+
+
+def _outside(path: str, roots: list[str]) -> str | None:
+    """The real path of `path` when it leaves every given root (through a symlink), else None."""
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        return None
+    return real
 
 
 def run(args) -> int:
     from torchport.cli.scan import check_paths, resolve_selection
-    from torchport.fix.engine import fix_source, unified_diff
+    from torchport.fix.engine import fix_source, unified_diff, unsafe_reason
+    from torchport.fix.sources import NotProcessed, check_writable, read_source, write_source
+    from torchport.rules.base import FixSafety
     from torchport.scan.config import load_config
     from torchport.scan.files import discover
 
     paths = check_paths(args.paths)
     config = load_config(args.config, paths[0])
     codes = tuple(sorted(resolve_selection(args, config)))
+    legacy = _legacy(args, paths)
+    roots = [os.path.realpath(path) for path in paths]
     discovery = discover(paths, tuple(config.exclude))
-    changed = applied = remaining = unsafe_skipped = 0
+    changed = applied = unsafe_skipped = 0
+    left: list = []
     problems = dict(discovery.problems)
     for path, kind in discovery.files:
         if kind != "python":
             continue
+        real = _outside(path, roots)
+        if real is not None:
+            problems[path] = f"a symlink to {real!r}, outside the folders given; name it to fix it"
+            continue
         try:
-            source = Path(path).read_bytes().decode("utf-8")
-        except UnicodeDecodeError as error:
-            problems[path] = f"not UTF-8 ({error.reason} at byte {error.start}); left as is"
+            source = read_source(path)
+        except NotProcessed as reason:
+            problems[path] = f"{reason}; left as is"
             continue
-        except OSError as error:
-            problems[path] = f"cannot read: {error.strerror}; left as is"
-            continue
-        result = fix_source(source, path, codes, unsafe=args.unsafe_fixes)
+        result = fix_source(source.text, path, codes, unsafe=args.unsafe_fixes, legacy=legacy)
         if result.error:
             problems[path] = f"{result.error}; left as is"
             continue
-        remaining += len(result.remaining)
+        left += result.remaining
         unsafe_skipped += result.unsafe_skipped
         if not result.changed:
             continue
+        if args.diff:
+            reasons = sorted({(item.line, item.code) for item in result.applied if item.fix.safety is FixSafety.UNSAFE})
+            for line, code in reasons:
+                sys.stdout.write(f"# {path}:{line}: {code} (unsafe): {unsafe_reason(code)}\n")
+            sys.stdout.write(unified_diff(result))
+        else:
+            try:
+                write_source(source, result.fixed, args.force)
+            except NotProcessed as reason:
+                problems[path] = f"{reason}; left as is"
+                left += [item for item in result.applied]
+                continue
+            except OSError as error:
+                raise UsageError(f"Cannot write {path!r}: {error.strerror}. Check its permissions.") from error
         changed += 1
         applied += len(result.applied)
         if args.diff:
-            sys.stdout.write(unified_diff(result))
-            continue
-        try:
-            atomic_write(path, result.fixed)
-        except OSError as error:
-            raise UsageError(f"Cannot write {path!r}: {error.strerror}. Check its permissions.") from error
+            try:
+                check_writable(source, args.force)
+            except NotProcessed as reason:
+                problems[path] = f"{reason} (fix would leave it as is)"
+    _report(args, problems, left, applied, changed, unsafe_skipped)
+    if args.exit_zero:
+        return 0
+    return 1 if left or problems or (args.diff and changed) else 0
+
+
+def _report(args, problems: dict[str, str], left: list, applied: int, changed: int, unsafe_skipped: int) -> None:
+    """Files not processed, then what is left for a person and why, then one summary line."""
+    from torchport.fix.engine import manual_reason
+
     for path, reason in sorted(problems.items()):
-        print(f"torchport: not fixed: {path}: {reason}", file=sys.stderr)
+        print(f"torchport: not processed: {path}: {reason}", file=sys.stderr)
+    counts = Counter(item.code for item in left)
+    if counts:
+        print("Left for a person (code, count, why fix does not do it):", file=sys.stderr)
+    for code, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
+        pending = [item for item in left if item.code == code and item.fix is not None]
+        if pending and not args.unsafe_fixes:
+            why = "its fix changes behaviour: run fix --unsafe-fixes (or --diff to review it first)"
+        else:
+            why = manual_reason(code)
+        print(f"  {code} {count:>4}  {why}", file=sys.stderr)
     verb = "would fix" if args.diff else "fixed"
     summary = f"{verb} {applied} finding{'s' if applied != 1 else ''} in {changed} file{'s' if changed != 1 else ''}"
     if unsafe_skipped:
         summary += f"; {unsafe_skipped} more with --unsafe-fixes"
-    summary += f"; {remaining} left for manual changes (run 'torchport scan')"
+    summary += f"; {len(left)} left for manual changes (run 'torchport scan')"
+    if problems:
+        summary += f"; {len(problems)} file{'s' if len(problems) != 1 else ''} not processed"
     print(summary, file=sys.stderr)
-    if args.exit_zero:
-        return 0
-    return 1 if remaining or (args.diff and changed) else 0

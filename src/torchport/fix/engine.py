@@ -10,6 +10,7 @@ also makes a second `torchport fix` run a no-op.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -17,11 +18,13 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchport.rules.base import Finding, FixSafety, PythonRule
+from torchport.fix import neutral
+from torchport.fix.dataflow import use_device_name
+from torchport.rules.base import Finding, FixSafety, PythonRule, Rule
 from torchport.rules.engine import analyze_python
 from torchport.rules.registry import all_rules
 
-__all__ = ["FixResult", "fix_source", "unified_diff", "MAX_ROUNDS"]
+__all__ = ["FixResult", "fix_source", "unified_diff", "unsafe_reason", "manual_reason", "MAX_ROUNDS"]
 
 #: Rounds of detect-and-rewrite before giving up on reaching a fixed point.
 MAX_ROUNDS = 8
@@ -50,8 +53,9 @@ class _SpanRewriter(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, findings: list[Finding], rules: dict[str, PythonRule]):
+    def __init__(self, findings: list[Finding], rules: dict[str, PythonRule], legacy: bool = False):
         super().__init__()
+        self.legacy = legacy
         self.pending: dict[tuple[int, int, int, int], Finding] = {}
         for finding in findings:
             key = (finding.line, finding.column, finding.end_line, finding.end_column)
@@ -77,17 +81,20 @@ class _SpanRewriter(cst.CSTTransformer):
         self.applied.append(finding)
         if fix.edit:
             return self.rules[finding.code].transform(updated_node, finding)
+        text = neutral.adapt(fix.replacement, self.legacy)
         if fix.statement:
-            return cst.parse_statement(fix.replacement).body[0]
-        replacement = cst.parse_expression(fix.replacement)
+            return cst.parse_statement(text).body[0]
+        replacement = cst.parse_expression(text)
         if isinstance(updated_node, cst.BaseExpression) and updated_node.lpar:
             replacement = replacement.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
         return replacement
 
 
-def _rewrite(source: str, findings: list[Finding], rules: dict[str, PythonRule]) -> tuple[str, list[Finding]]:
+def _rewrite(
+    source: str, findings: list[Finding], rules: dict[str, PythonRule], legacy: bool
+) -> tuple[str, list[Finding]]:
     module = cst.parse_module(source)
-    rewriter = _SpanRewriter(findings, rules)
+    rewriter = _SpanRewriter(findings, rules, legacy)
     rewritten = MetadataWrapper(module).visit(rewriter)
     if any(finding.fix.needs_torch_import for finding in rewriter.applied):
         context = CodemodContext()
@@ -96,8 +103,11 @@ def _rewrite(source: str, findings: list[Finding], rules: dict[str, PythonRule])
     return rewritten.code, rewriter.applied
 
 
-def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = False) -> FixResult:
-    """Fix `source` with the rules in `codes`; unsafe fixes only when `unsafe` is true."""
+def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = False, legacy: bool = False) -> FixResult:
+    """Fix `source` with the rules in `codes`; unsafe fixes only when `unsafe` is true.
+
+    `legacy` writes code for a torch older than 2.6 (no `torch.accelerator`; see `neutral.adapt`).
+    """
     rules = {rule.code: rule() for rule in all_rules() if rule.code in codes and issubclass(rule, PythonRule)}
     result = FixResult(path, source, source)
     current = source
@@ -115,7 +125,7 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
         if not wanted:
             break
         try:
-            rewritten, applied = _rewrite(current, wanted, rules)
+            rewritten, applied = _rewrite(current, wanted, rules, legacy)
         except cst.ParserSyntaxError as error:
             result.error = f"libcst cannot parse it: {str(error).splitlines()[0]}"
             result.fixed = source
@@ -124,8 +134,41 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
             break
         result.applied.extend(applied)
         current = rewritten
+    if result.applied:
+        current = use_device_name(current, _torch_name(current), legacy)
     result.fixed = current
     return result
+
+
+def _torch_name(source: str) -> str:
+    """The name the module imports torch as (`torch` unless `import torch as th`)."""
+    match = re.search(r"^[ \t]*import[ \t]+torch[ \t]+as[ \t]+(\w+)", source, re.MULTILINE)
+    return match.group(1) if match else "torch"
+
+
+def _rule_classes() -> dict[str, type[Rule]]:
+    return {rule.code: rule for rule in all_rules()}
+
+
+def unsafe_reason(code: str) -> str:
+    """How an unsafe fix of rule `code` changes behaviour, in one line."""
+    rule = _rule_classes().get(code)
+    reason = getattr(rule, "unsafe_reason", "") if rule else ""
+    return reason or "changes behaviour on machines without CUDA (see 'torchport rule " + code + "')"
+
+
+def manual_reason(code: str) -> str:
+    """Why `fix` leaves a finding of rule `code` to a person: the first sentence of the rule's
+    "Fix safety" section (the one place the rule documents it)."""
+    rule = _rule_classes().get(code)
+    if rule is None:
+        return "no automatic fix"
+    if rule.fix_safety is not None:
+        return f"fix rewrites only some forms of this and not these ('torchport rule {code}' lists them)"
+    text = rule.documentation().split("**Fix safety**:", 1)[-1].strip()
+    text = " ".join(text.split("\n\n", 1)[0].split())
+    sentence = text.split(". ", 1)[0].rstrip(".")
+    return sentence or "no automatic fix"
 
 
 def unified_diff(result: FixResult) -> str:

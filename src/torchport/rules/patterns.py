@@ -26,6 +26,8 @@ __all__ = [
     "is_cuda_string",
     "SCRIPT_KINDS",
     "torch_fix",
+    "neutral_fix",
+    "device_literal_fix",
 ]
 
 #: 'cuda' or 'cuda:N'.
@@ -125,6 +127,28 @@ class ImportRule(PythonRule):
 
 class FileLineRule(TextRule):
     """A TextRule whose `line_pattern` is reported on every matching line."""
+
+
+def neutral_fix(context: PythonContext, build, safety: FixSafety = FixSafety.UNSAFE) -> Fix:
+    """A replacement fix built from the neutral spellings: `build(torch_prefix)` returns the text
+    (for example `neutral.device_type`); `import torch` is added when the file lacks it."""
+    prefix, needs_import = context.torch_prefix()
+    return Fix(safety, replacement=build(prefix), needs_torch_import=needs_import)
+
+
+def device_literal_fix(context: PythonContext, node: ast.Constant, bare: bool = False) -> Fix:
+    """Unsafe fix of a 'cuda' / 'cuda:N' literal: the best device type, keeping the index (so a
+    CUDA machine sees the same string, and 'cpu:N', which torch accepts, is the CPU)."""
+    from torchport.fix import neutral
+
+    index = node.value[len("cuda"):]
+
+    def build(torch: str) -> str:
+        if not index:
+            return neutral.device_type(torch, bare=bare)
+        return f"{neutral.device_type(torch)} + {index!r}"
+
+    return neutral_fix(context, build)
 
 
 def torch_fix(context: PythonContext, template: str, safety: FixSafety = FixSafety.SAFE) -> Fix:

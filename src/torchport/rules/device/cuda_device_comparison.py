@@ -27,8 +27,9 @@ class CudaDeviceComparison(PythonRule):
 
     **Use instead**: `device.type != "cpu"`.
 
-    **Fix safety**: unsafe, and only for `<expr>.type == 'cuda'` / `!= 'cuda'`: the branch now
-    also runs on other accelerators, which is the point, but it changes behaviour there.
+    **Fix safety**: unsafe, and only for `<expr>.type == 'cuda'` / `!= 'cuda'` and `'cuda' in
+    <device string>` (which becomes `"cpu" not in <device string>`): the branch now also runs on
+    other accelerators, which is the point, but it changes behaviour there.
     """
 
     code = "TP105"
@@ -37,6 +38,7 @@ class CudaDeviceComparison(PythonRule):
     fix_title = "Compare against 'cpu' instead: device.type != 'cpu'"
     severity = Severity.WARNING
     fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the accelerator branch also runs on non-CUDA accelerators"
     triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Compare,)
     VALID = (
@@ -49,7 +51,7 @@ class CudaDeviceComparison(PythonRule):
             fixed="if device.type != \"cpu\":\n    pass\n",
         ),
         Example("use_amp = x.device.type != 'cuda'\n", fixed='use_amp = x.device.type == "cpu"\n'),
-        "if 'cuda' in args.device:\n    pass\n",
+        Example("if 'cuda' in args.device:\n    pass\n", fixed='if "cpu" not in args.device:\n    pass\n'),
         "on_gpu = str(device) == 'cuda:0'\n",
     )
 
@@ -61,9 +63,14 @@ class CudaDeviceComparison(PythonRule):
 
     @staticmethod
     def _fix(node: ast.Compare, context: PythonContext) -> Fix | None:
-        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        if len(node.ops) != 1:
             return None
         left, right = node.left, node.comparators[0]
+        if isinstance(node.ops[0], (ast.In, ast.NotIn)) and is_cuda_string(left) and left.value == "cuda":
+            operator = "not in" if isinstance(node.ops[0], ast.In) else "in"
+            return Fix(FixSafety.UNSAFE, replacement=f'"cpu" {operator} {context.segment(right)}')
+        if not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return None
         if not (is_cuda_string(right) and right.value == "cuda"):
             return None
         if not (isinstance(left, ast.Attribute) and left.attr == "type"):

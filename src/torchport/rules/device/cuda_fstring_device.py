@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext, string_value
 
 __all__ = ["CudaFstringDevice"]
@@ -25,7 +26,9 @@ class CudaFstringDevice(PythonRule):
 
     **Use instead**: `torch.device(torch.accelerator.current_accelerator().type, local_rank)`.
 
-    **Fix safety**: no automatic fix: the result changes type from str to torch.device.
+    **Fix safety**: unsafe, for `f'cuda:{rank}'` and `'cuda:' + ...`: 'cuda' becomes the type of
+    the best available device, so the value stays a string ('cuda:1' on a CUDA machine, 'cpu:1'
+    without an accelerator, which torch accepts as the CPU). The other spellings are reported only.
     """
 
     code = "TP109"
@@ -33,6 +36,8 @@ class CudaFstringDevice(PythonRule):
     message = "Device string built as 'cuda:<rank>' is CUDA-only"
     fix_title = "Use torch.device(accelerator_type, rank)"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "each process uses the local accelerator or the CPU instead of failing without CUDA"
     triggers = (b"cuda:",)
     node_types = (ast.JoinedStr, ast.BinOp, ast.Call)
     VALID = (
@@ -41,7 +46,11 @@ class CudaFstringDevice(PythonRule):
         "d = 'cuda:0'\n",
     )
     INVALID = (
-        "device = f'cuda:{local_rank}'\n",
+        Example(
+            "import torch\ndevice = f'cuda:{local_rank}'\n",
+            fixed="import torch\ndevice = f'{torch.accelerator.current_accelerator().type if "
+            "torch.accelerator.is_available() else \"cpu\"}:{local_rank}'\n",
+        ),
         "device = 'cuda:{}'.format(rank)\n",
         "device = 'cuda:%d' % rank\n",
         "device = 'cuda:' + str(rank)\n",
@@ -51,15 +60,35 @@ class CudaFstringDevice(PythonRule):
         if isinstance(node, ast.JoinedStr):
             first = string_value(node.values[0]) if node.values else None
             if first is not None and first.startswith("cuda:") and len(node.values) > 1:
-                context.report(self, node)
+                context.report(self, node, fix=self._fstring_fix(node, context))
             return
         if isinstance(node, ast.BinOp):
             text = string_value(node.left)
             if text is not None and text.startswith("cuda:") and isinstance(node.op, (ast.Add, ast.Mod)):
-                context.report(self, node)
+                fix = None
+                if isinstance(node.op, ast.Add):
+                    prefix, needs_import = context.torch_prefix()
+                    rest = repr(text[len("cuda"):])
+                    replacement = f"{neutral.device_type(prefix)} + {rest} + {context.segment(node.right)}"
+                    fix = Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)
+                context.report(self, node, fix=fix)
             return
         function = node.func
         if isinstance(function, ast.Attribute) and function.attr == "format":
             text = string_value(function.value)
             if text is not None and text.startswith("cuda:{"):
                 context.report(self, node)
+
+    @staticmethod
+    def _fstring_fix(node: ast.JoinedStr, context: PythonContext) -> Fix | None:
+        text = context.segment(node)
+        start = min((index for index in (text.find("'"), text.find('"')) if index >= 0), default=-1)
+        if start < 0 or "\n" in text or text[start : start + 3] in ("'''", '"""') or "\\" in text:
+            return None
+        if not text[start + 1 :].startswith("cuda:"):
+            return None
+        inner_quote = '"' if text[start] == "'" else "'"
+        prefix, needs_import = context.torch_prefix()
+        device_type = neutral.device_type(prefix, quote=inner_quote, bare=True)
+        replacement = text[: start + 1] + "{" + device_type + "}" + text[start + 1 + len("cuda") :]
+        return Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)

@@ -40,6 +40,7 @@ class CudaIsAvailable(PythonRule):
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the check is also true on non-CUDA accelerators, whose code path then runs"
     triggers = (b"is_available",)
     node_types = (ast.Call,)
     VALID = (

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext, keyword_argument
-from torchport.rules.patterns import is_cuda_string
+from torchport.rules.patterns import device_literal_fix, is_cuda_string, neutral_fix
 
 __all__ = ["CudaMapLocation"]
 
@@ -29,7 +30,9 @@ class CudaMapLocation(PythonRule):
     **Use instead**: `torch.load(path, map_location=device)` with the resolved device, or
     `map_location="cpu"` followed by `model.to(device)`.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: unsafe for `'cuda'`, `'cuda:N'` and `torch.device('cuda...')`: the checkpoint
+    is mapped onto the best available device (the current CUDA device on a CUDA machine). A
+    lambda is reported only.
     """
 
     code = "TP110"
@@ -37,6 +40,8 @@ class CudaMapLocation(PythonRule):
     message = "torch.load maps the checkpoint onto CUDA"
     fix_title = "Pass map_location=<resolved device> (or 'cpu' and move the model after)"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the checkpoint loads onto the local accelerator or the CPU instead of failing without CUDA"
     triggers = (b"map_location",)
     node_types = (ast.Call,)
     VALID = (
@@ -44,7 +49,11 @@ class CudaMapLocation(PythonRule):
         "import torch\nstate = torch.load(path, map_location=device)\n",
     )
     INVALID = (
-        "import torch\nstate = torch.load(path, map_location='cuda')\n",
+        Example(
+            "import torch\nstate = torch.load(path, map_location='cuda')\n",
+            fixed="import torch\nstate = torch.load(path, map_location=torch.accelerator.current_accelerator().type "
+            'if torch.accelerator.is_available() else "cpu")\n',
+        ),
         "import torch\nstate = torch.load(path, map_location=torch.device('cuda:0'))\n",
         "import torch\nstate = torch.load(path, map_location=lambda storage, loc: storage.cuda())\n",
     )
@@ -57,7 +66,12 @@ class CudaMapLocation(PythonRule):
         if value is None:
             return
         if is_cuda_string(value) or self._mentions_cuda(value, context):
-            context.report(self, value)
+            fix = None
+            if is_cuda_string(value):
+                fix = device_literal_fix(context, value, bare=True)
+            elif not isinstance(value, ast.Lambda):
+                fix = neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True))
+            context.report(self, value, fix=fix)
 
     @staticmethod
     def _mentions_cuda(value: ast.AST, context: PythonContext) -> bool:

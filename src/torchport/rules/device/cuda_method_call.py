@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext
 
 __all__ = ["CudaMethodCall"]
@@ -25,7 +26,9 @@ class CudaMethodCall(PythonRule):
     **Use instead**: `.to(device)` with a device resolved once, e.g.
     `torch.accelerator.current_accelerator() or torch.device("cpu")`.
 
-    **Fix safety**: no automatic fix; the fixer cannot know which device variable is in scope.
+    **Fix safety**: unsafe. `x.cuda()` becomes `x.to(<best available device>)`, keeping its
+    keyword arguments: the current CUDA device on a CUDA machine (as `.cuda()` does), the local
+    accelerator or the CPU elsewhere.
     """
 
     code = "TP102"
@@ -33,6 +36,8 @@ class CudaMethodCall(PythonRule):
     message = "'.cuda()' moves data to CUDA only"
     fix_title = "Replace '.cuda()' with '.to(device)' using a resolved device"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "data moves to the local accelerator or stays on the CPU instead of failing without CUDA"
     triggers = (b".cuda(",)
     node_types = (ast.Call,)
     VALID = (
@@ -41,7 +46,11 @@ class CudaMethodCall(PythonRule):
         "x = x.cuda(gpu)\n",
     )
     INVALID = (
-        "import torch\nmodel = Net().cuda()\n",
+        Example(
+            "import torch\nmodel = Net().cuda()\n",
+            fixed="import torch\nmodel = Net().to(torch.accelerator.current_accelerator() if "
+            'torch.accelerator.is_available() else torch.device("cpu"))\n',
+        ),
         "batch = batch.cuda(non_blocking=True)\n",
     )
 
@@ -51,4 +60,11 @@ class CudaMethodCall(PythonRule):
             return
         if context.qualified_name(function) is not None:
             return
-        context.report(self, node)
+        prefix, needs_import = context.torch_prefix()
+        # a storage (map_location=lambda storage, loc: storage.cuda()) takes the device by keyword only
+        device = ("device=" if any(isinstance(item, ast.Lambda) for item in context.stack) else "") + neutral.device(
+            prefix, bare=True
+        )
+        arguments = [device, *(context.segment(keyword) for keyword in node.keywords)]
+        replacement = f"{context.segment(function.value)}.to({', '.join(arguments)})"
+        context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from torchport.rules.base import Example, FixSafety, Severity
+import ast
+
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, Severity
+from torchport.rules.context import PythonContext
 from torchport.rules.patterns import CallRule
 
 __all__ = ["CudaSetDevice"]
@@ -22,8 +26,9 @@ class CudaSetDevice(CallRule):
 
     **Use instead**: `torch.accelerator.set_device_index(local_rank)`.
 
-    **Fix safety**: safe. Identical on CUDA; both raise on a machine without an accelerator; on
-    another accelerator the new call selects its device.
+    **Fix safety**: safe. The call becomes `torch.accelerator.set_device_index(i)`, made only when
+    `torch.accelerator.is_available()`: identical on CUDA; on another accelerator it selects its
+    device; without an accelerator there is no device to select and nothing happens.
     """
 
     code = "TP114"
@@ -34,15 +39,24 @@ class CudaSetDevice(CallRule):
     fix_safety = FixSafety.SAFE
     triggers = (b"set_device",)
     callees = frozenset({"torch.cuda.set_device"})
-    rename_to = {"torch.cuda.set_device": "accelerator.set_device_index"}
     VALID = ("import torch\ntorch.accelerator.set_device_index(rank)\n",)
     INVALID = (
         Example(
             "import torch\ntorch.cuda.set_device(rank)  # pick the GPU\n",
-            fixed="import torch\ntorch.accelerator.set_device_index(rank)  # pick the GPU\n",
+            fixed="import torch\ntorch.accelerator.set_device_index(rank) if torch.accelerator.is_available() "
+            "else None  # pick the GPU\n",
         ),
         Example(
             "from torch.cuda import set_device\nset_device(0)\n",
-            fixed="from torch.cuda import set_device\nimport torch\n\ntorch.accelerator.set_device_index(0)\n",
+            fixed="from torch.cuda import set_device\nimport torch\n\n"
+            "torch.accelerator.set_device_index(0) if torch.accelerator.is_available() else None\n",
         ),
     )
+
+    def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
+        prefix, needs_import = context.torch_prefix()
+        arguments = ", ".join(context.segment(argument) for argument in [*node.args, *node.keywords])
+        call = f"{prefix}.accelerator.set_device_index({arguments})"
+        statement = isinstance(context.parent(), ast.Expr)
+        replacement = neutral.when_available(prefix, call, "None", bare=statement)
+        context.report(self, node, fix=Fix(FixSafety.SAFE, replacement=replacement, needs_torch_import=needs_import))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
-from torchport.rules.context import PythonContext
-from torchport.rules.patterns import is_cuda_string
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
+from torchport.rules.context import PythonContext, string_value
+from torchport.rules.device.cuda_availability_ternary import is_cuda_available_call
+from torchport.rules.patterns import device_literal_fix, is_cuda_string
 
 __all__ = ["CudaStringLiteral"]
 
@@ -31,7 +32,10 @@ class CudaStringLiteral(PythonRule):
 
         device = torch.accelerator.current_accelerator() or torch.device("cpu")
 
-    **Fix safety**: no automatic fix; the right device depends on how the value flows.
+    **Fix safety**: unsafe. The literal becomes the type of the best available device
+    (`torch.accelerator.current_accelerator().type`, or `"cpu"` without an accelerator; an index
+    as in 'cuda:1' is kept), still a string, so code that tests or formats it keeps working; it is 'cuda' on a CUDA machine. Literals
+    in a list or tuple (argparse `choices`) and dictionary keys (saved locations) are left alone.
     More specific rules own `torch.device('cuda')` (TP103), `device='cuda'` keywords (TP104),
     comparisons (TP105), the availability ternary (TP106) and `map_location` (TP110).
     """
@@ -42,6 +46,8 @@ class CudaStringLiteral(PythonRule):
     fix_title = "Derive the device from torch.accelerator.current_accelerator() instead of a literal"
     severity = Severity.ERROR
     target_severity = {}
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the program runs on the local accelerator or the CPU instead of failing without CUDA"
     triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Constant,)
     VALID = (
@@ -51,7 +57,18 @@ class CudaStringLiteral(PythonRule):
         "name = 'cudagraph'\n",
     )
     INVALID = (
-        "DEVICE = 'cuda'\n",
+        Example(
+            "import torch\nDEVICE = 'cuda'  # the GPU\n",
+            fixed="import torch\nDEVICE = (torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu")  # the GPU\n',
+        ),
+        Example(
+            "import torch\nsecond = 'cuda:1' if n > 1 else 'cuda:0'\n",
+            fixed="import torch\nsecond = (torch.accelerator.current_accelerator().type if torch.accelerator.is_available() "
+            "else \"cpu\") + ':1' if n > 1 else (torch.accelerator.current_accelerator().type if "
+            "torch.accelerator.is_available() else \"cpu\") + ':0'\n",
+            count=2,
+        ),
         "parser.add_argument('--device', default='cuda:0')\n",
         "x = x.to('cuda')\n",
     )
@@ -59,14 +76,27 @@ class CudaStringLiteral(PythonRule):
     def check(self, node: ast.Constant, context: PythonContext) -> None:
         if not is_cuda_string(node) or self._owned_elsewhere(node, context):
             return
-        context.report(self, node)
+        context.report(self, node, fix=self._fix(node, context))
+
+    @staticmethod
+    def _fix(node: ast.Constant, context: PythonContext) -> Fix | None:
+        parent = context.parent()
+        if isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+            return None
+        if isinstance(parent, ast.Dict) and any(key is node for key in parent.keys):
+            return None
+        return device_literal_fix(context, node)
 
     @staticmethod
     def _owned_elsewhere(node: ast.Constant, context: PythonContext) -> bool:
         parent = context.parent()
         if isinstance(parent, ast.keyword):
             return parent.arg in _OWNED_KEYWORDS
-        if isinstance(parent, (ast.Compare, ast.IfExp)):
+        if isinstance(parent, ast.IfExp):
+            # device ternaries ('cuda' if ... else 'cpu') are TP106's; a branch of another conditional is a value
+            other = parent.orelse if parent.body is node else parent.body
+            return parent.test is node or string_value(other) == "cpu" or is_cuda_available_call(parent.test, context)
+        if isinstance(parent, ast.Compare):
             return True
         if isinstance(parent, ast.Call) and context.called(parent) in _OWNED_CALLEES:
             return True

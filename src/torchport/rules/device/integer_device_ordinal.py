@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext
 
 __all__ = ["IntegerDeviceOrdinal"]
@@ -39,7 +40,9 @@ class IntegerDeviceOrdinal(PythonRule):
 
     **Use instead**: `torch.device(torch.accelerator.current_accelerator().type, local_rank)`.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: unsafe. `x.to(rank)` and `x.cuda(rank)` become
+    `x.to(torch.device(<best device type>, rank))`: CUDA device `rank` on a CUDA machine, the
+    local accelerator's device `rank` elsewhere, and the CPU without an accelerator.
     """
 
     code = "TP108"
@@ -47,6 +50,8 @@ class IntegerDeviceOrdinal(PythonRule):
     message = "Integer device ordinal means 'accelerator N' and fails without one"
     fix_title = "Build the device explicitly: torch.device(accelerator_type, index)"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the ordinal names a device of the local accelerator, or the CPU, instead of a CUDA device"
     triggers = (b".cuda(", b"rank)", b"gpu)", b"gpu_id)", b"gpu_index)", b"device_id)", b"device_index)", b".to(0")
     node_types = (ast.Call,)
     VALID = (
@@ -56,7 +61,11 @@ class IntegerDeviceOrdinal(PythonRule):
         "ranked = ranks.to(rank_dtype)\n",
     )
     INVALID = (
-        "model = model.to(local_rank)\n",
+        Example(
+            "import torch\nmodel = model.to(local_rank)\n",
+            fixed="import torch\nmodel = model.to(torch.device(torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", local_rank))\n',
+        ),
         "x = x.cuda(args.gpu)\n",
         "t = t.to(0)\n",
     )
@@ -69,4 +78,10 @@ class IntegerDeviceOrdinal(PythonRule):
             return
         if context.qualified_name(function) is not None:
             return
-        context.report(self, node)
+        prefix, needs_import = context.torch_prefix()
+        ordinal = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {context.segment(node.args[0])})"
+        if any(isinstance(item, ast.Lambda) for item in context.stack):
+            ordinal = f"device={ordinal}"  # a storage's .to() takes the device by keyword only
+        rest = [context.segment(item) for item in [*node.args[1:], *node.keywords]]
+        replacement = f"{context.segment(function.value)}.to({', '.join([ordinal, *rest])})"
+        context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from torchport.fix import neutral
 from torchport.rules.base import Example, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext
-from torchport.rules.patterns import is_cuda_string, torch_fix
+from torchport.rules.patterns import is_cuda_string, neutral_fix
 
 __all__ = ["TorchDeviceCuda"]
 
@@ -26,9 +27,9 @@ class TorchDeviceCuda(PythonRule):
 
     **Use instead**:
 
-        device = torch.accelerator.current_accelerator() or torch.device("cpu")
+        device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
 
-    **Fix safety**: unsafe. On a CUDA machine the result is the same device; elsewhere it becomes
+    **Fix safety**: unsafe (`torch.device('cuda', index)` keeps its index). On a CUDA machine the result is the same device; elsewhere it becomes
     the local accelerator or the CPU, which changes where the program runs.
     """
 
@@ -38,6 +39,7 @@ class TorchDeviceCuda(PythonRule):
     fix_title = "Use torch.accelerator.current_accelerator() or torch.device('cpu')"
     severity = Severity.ERROR
     fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the program runs on the local accelerator or the CPU instead of failing without CUDA"
     triggers = (b"'cuda", b'"cuda')
     node_types = (ast.Call,)
     VALID = (
@@ -48,20 +50,26 @@ class TorchDeviceCuda(PythonRule):
     INVALID = (
         Example(
             "import torch\ndevice = torch.device('cuda')\n",
-            fixed='import torch\ndevice = (torch.accelerator.current_accelerator() or torch.device("cpu"))\n',
+            fixed="import torch\ndevice = (torch.accelerator.current_accelerator() if torch.accelerator.is_available() "
+            'else torch.device("cpu"))\n',
         ),
         "import torch as th\nd = th.device('cuda:1')\n",
-        "from torch import device\nd = device('cuda', rank)\n",
+        Example(
+            "import torch\nd = torch.device('cuda', rank)\n",
+            fixed="import torch\nd = torch.device(torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", rank)\n',
+        ),
     )
 
     def check(self, node: ast.Call, context: PythonContext) -> None:
         if context.called(node) != "torch.device" or not node.args or not is_cuda_string(node.args[0]):
             return
-        fix = None
-        if len(node.args) == 1 and not node.keywords and node.args[0].value == "cuda":
-            fix = torch_fix(
-                context,
-                '({torch}.accelerator.current_accelerator() or {torch}.device("cpu"))',
-                FixSafety.UNSAFE,
-            )
-        context.report(self, node, fix=fix)
+        if node.keywords or len(node.args) > 2:
+            context.report(self, node)
+        elif len(node.args) == 2:
+            bare_type = neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True))
+            context.report(self, node.args[0], fix=bare_type)
+        elif node.args[0].value in ("cuda", "cuda:0"):
+            context.report(self, node, fix=neutral_fix(context, neutral.device))
+        else:
+            context.report(self, node)

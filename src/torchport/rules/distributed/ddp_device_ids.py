@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
-from torchport.rules.context import PythonContext, keyword_argument
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
+from torchport.rules.context import PythonContext
 
 __all__ = ["DdpDeviceIds"]
 
@@ -27,7 +28,8 @@ class DdpDeviceIds(PythonRule):
 
     **Use instead**: `device_ids=[local_rank] if device.type != "cpu" else None`.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: safe: each value `v` becomes `v if torch.accelerator.is_available() else None`,
+    the same on a CUDA machine, and what DDP requires for a CPU module.
     """
 
     code = "TP302"
@@ -36,6 +38,7 @@ class DdpDeviceIds(PythonRule):
     fix_title = "Pass device_ids only for accelerator devices (None on CPU)"
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.ERROR})
+    fix_safety = FixSafety.SAFE
     triggers = (b"device_ids", b"output_device")
     node_types = (ast.Call,)
     VALID = (
@@ -44,16 +47,23 @@ class DdpDeviceIds(PythonRule):
         "m = DDP(model, device_ids=[r] if device.type != 'cpu' else None)\n",
     )
     INVALID = (
-        "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[local_rank])\n",
+        Example(
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "m = DDP(model, device_ids=[local_rank])\n",
+            fixed="import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "m = DDP(model, device_ids=[local_rank] if torch.accelerator.is_available() else None)\n",
+        ),
         "import torch\nm = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], output_device=0)\n",
     )
 
     def check(self, node: ast.Call, context: PythonContext) -> None:
         if context.called(node) not in _WRAPPERS:
             return
-        keyword = keyword_argument(node, "device_ids") or keyword_argument(node, "output_device")
-        if keyword is None or isinstance(keyword.value, ast.IfExp):
-            return
-        if isinstance(keyword.value, ast.Constant) and keyword.value.value is None:
-            return
-        context.report(self, keyword)
+        for keyword in node.keywords:
+            if keyword.arg not in ("device_ids", "output_device") or isinstance(keyword.value, ast.IfExp):
+                continue
+            if isinstance(keyword.value, ast.Constant) and keyword.value.value is None:
+                continue
+            prefix, needs_import = context.torch_prefix()
+            replacement = neutral.when_available(prefix, context.segment(keyword.value), "None", bare=True)
+            context.report(self, keyword.value, fix=Fix(FixSafety.SAFE, replacement=replacement, needs_torch_import=needs_import))

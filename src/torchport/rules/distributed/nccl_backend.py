@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from torchport.fix import neutral
 from torchport.rules.base import Example, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext, keyword_argument, string_value
-from torchport.rules.patterns import torch_fix
+from torchport.rules.patterns import neutral_fix
 
 __all__ = ["NcclBackend"]
 
@@ -31,7 +32,7 @@ class NcclBackend(PythonRule):
         dist.init_process_group(dist.get_default_backend_for_device(device))
 
     **Fix safety**: safe for the backend argument of `init_process_group`:
-    `get_default_backend_for_device(current accelerator or "cpu")` is 'nccl' on CUDA and gloo
+    `get_default_backend_for_device(<best available device>)` is 'nccl' on CUDA and gloo
     on CPU. Other 'nccl' strings (comparisons, configs) are reported only.
     """
 
@@ -51,13 +52,14 @@ class NcclBackend(PythonRule):
         Example(
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl', rank=rank)\n",
             fixed="import torch\nimport torch.distributed as dist\ndist.init_process_group("
-            'torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or "cpu"), '
-            "rank=rank)\n",
+            "torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() if "
+            'torch.accelerator.is_available() else torch.device("cpu")), rank=rank)\n',
         ),
         Example(
             "import torch.distributed as dist\ndist.init_process_group(backend='nccl')\n",
             fixed="import torch.distributed as dist\nimport torch\n\ndist.init_process_group(backend="
-            'torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or "cpu"))\n',
+            "torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() if "
+            'torch.accelerator.is_available() else torch.device("cpu")))\n',
         ),
         "if args.backend == 'nccl':\n    pass\n",
     )
@@ -77,8 +79,7 @@ class NcclBackend(PythonRule):
         value = keyword.value if keyword else (node.args[0] if node.args else None)
         if string_value(value) != "nccl":
             return
-        template = (
-            "{torch}.distributed.get_default_backend_for_device("
-            '{torch}.accelerator.current_accelerator() or "cpu")'
-        )
-        context.report(self, value, fix=torch_fix(context, template))
+        def backend(torch: str) -> str:
+            return f"{torch}.distributed.get_default_backend_for_device({neutral.device(torch, bare=True)})"
+
+        context.report(self, value, fix=neutral_fix(context, backend, FixSafety.SAFE))

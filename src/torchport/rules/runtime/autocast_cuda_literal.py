@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext, keyword_argument
-from torchport.rules.patterns import is_cuda_string
+from torchport.rules.patterns import is_cuda_string, neutral_fix
 
 __all__ = ["AutocastCudaLiteral"]
 
@@ -29,7 +30,9 @@ class AutocastCudaLiteral(PythonRule):
 
     **Use instead**: `torch.autocast(device.type, dtype=torch.bfloat16)`.
 
-    **Fix safety**: no automatic fix: the device variable is not known to the fixer.
+    **Fix safety**: unsafe. The literal becomes the type of the best available device, 'cuda'
+    on a CUDA machine; elsewhere mixed precision runs on the local accelerator or the CPU (CPU
+    autocast computes in bfloat16 or float16), instead of turning itself off.
     """
 
     code = "TP209"
@@ -38,6 +41,8 @@ class AutocastCudaLiteral(PythonRule):
     fix_title = "Pass the resolved device type: torch.autocast(device.type, ...)"
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "mixed precision runs on the local accelerator or the CPU instead of switching itself off"
     triggers = (b"autocast", b"GradScaler")
     node_types = (ast.Call,)
     VALID = (
@@ -45,7 +50,11 @@ class AutocastCudaLiteral(PythonRule):
         "import torch\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n    pass\n",
     )
     INVALID = (
-        "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n",
+        Example(
+            "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n",
+            fixed="import torch\nwith torch.autocast(torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", dtype=torch.bfloat16):\n    pass\n',
+        ),
         "import torch\nwith torch.amp.autocast(device_type='cuda'):\n    pass\n",
         "from torch.amp import GradScaler\nscaler = GradScaler('cuda')\n",
     )
@@ -56,4 +65,4 @@ class AutocastCudaLiteral(PythonRule):
         keyword = keyword_argument(node, "device_type") or keyword_argument(node, "device")
         value = keyword.value if keyword else (node.args[0] if node.args else None)
         if is_cuda_string(value):
-            context.report(self, value)
+            context.report(self, value, fix=neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True)))

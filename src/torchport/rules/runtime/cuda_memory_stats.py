@@ -31,8 +31,8 @@ class CudaMemoryStats(CallRule):
 
     **Fix safety**: safe for calls without arguments: the readers become
     `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`, identical on CUDA and
-    still 0 on CPU; `reset_peak_memory_stats()` becomes the `torch.accelerator` one (both raise on
-    CPU). Calls with a device argument are reported only.
+    still 0 on CPU; `reset_peak_memory_stats()` becomes the `torch.accelerator` one, made only when
+    there is an accelerator (it raises without one). Calls with a device argument are reported only.
     """
 
     code = "TP202"
@@ -53,7 +53,7 @@ class CudaMemoryStats(CallRule):
         ),
         Example(
             "import torch\ntorch.cuda.reset_peak_memory_stats()\n",
-            fixed="import torch\ntorch.accelerator.reset_peak_memory_stats()\n",
+            fixed="import torch\ntorch.accelerator.reset_peak_memory_stats() if torch.accelerator.is_available() else None\n",
         ),
         "import torch\nused = torch.cuda.memory_allocated(device)\n",
     )
@@ -63,7 +63,10 @@ class CudaMemoryStats(CallRule):
         if node.args or node.keywords:
             context.report(self, node)
         elif short == "reset_peak_memory_stats":
-            context.report(self, node.func, fix=torch_fix(context, "{torch}.accelerator.reset_peak_memory_stats"))
+            template = "{torch}.accelerator.reset_peak_memory_stats() if {torch}.accelerator.is_available() else None"
+            if not isinstance(context.parent(), ast.Expr):
+                template = f"({template})"
+            context.report(self, node, fix=torch_fix(context, template))
         else:
             template = f"({{torch}}.accelerator.{short}() if {{torch}}.accelerator.is_available() else 0)"
             context.report(self, node, fix=torch_fix(context, template))

@@ -33,7 +33,8 @@ class DeprecatedCudaAmp(CallRule):
     `torch.amp.autocast(device.type, ...)`.
 
     **Fix safety**: safe: `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`
-    are exactly what the deprecated names call. The remaining 'cuda' is reported by TP209.
+    are exactly what the deprecated names call (autocast's positional arguments become keywords and
+    its float16 default is written out, so that the dtype stays float16 on any device). The remaining 'cuda' is reported by TP209.
     """
 
     code = "TP208"
@@ -56,7 +57,8 @@ class DeprecatedCudaAmp(CallRule):
         ),
         Example(
             "from torch.cuda.amp import autocast\nwith autocast(enabled=True):\n    pass\n",
-            fixed='from torch.cuda.amp import autocast\nimport torch\n\nwith torch.amp.autocast("cuda", enabled=True):\n    pass\n',
+            fixed="from torch.cuda.amp import autocast\nimport torch\n\n"
+            'with torch.amp.autocast("cuda", enabled=True, dtype=torch.float16):\n    pass\n',
         ),
         "import torch\n@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)\ndef f(ctx, x):\n    pass\n",
     )
@@ -78,8 +80,31 @@ class DeprecatedCudaAmp(CallRule):
         import libcst as cst
 
         arguments = list(node.args)
+        if finding.fix.replacement.endswith(".autocast"):
+            arguments = self._autocast_arguments(arguments, finding.fix.replacement.rsplit(".amp.", 1)[0])
         device_argument = cst.Arg(
             value=cst.SimpleString('"cuda"'),
             comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if arguments else cst.MaybeSentinel.DEFAULT,
         )
         return node.with_changes(func=cst.parse_expression(finding.fix.replacement), args=[device_argument, *arguments])
+
+    @staticmethod
+    def _autocast_arguments(arguments: list, torch: str) -> list:
+        """torch.cuda.amp.autocast's positional (enabled, dtype, cache_enabled) as keywords, since
+        torch.amp.autocast takes (device_type, dtype, enabled, ...), and its float16 default made
+        explicit: CPU autocast would otherwise pick bfloat16."""
+        import libcst as cst
+
+        names = ("enabled", "dtype", "cache_enabled")
+        no_space = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        converted = []
+        for index, argument in enumerate(arguments):
+            if argument.keyword is None and not argument.star and index < len(names):
+                argument = argument.with_changes(keyword=cst.Name(names[index]), equal=no_space)
+            converted.append(argument)
+        if not any(argument.keyword is not None and argument.keyword.value == "dtype" for argument in converted):
+            if converted:
+                converted[-1] = converted[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            dtype = cst.parse_expression(f"{torch}.float16")
+            converted.append(cst.Arg(keyword=cst.Name("dtype"), value=dtype, equal=no_space))
+        return converted

@@ -37,6 +37,7 @@ class IsCudaAttribute(PythonRule):
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "the accelerator branch also runs on non-CUDA accelerators"
     triggers = (b".is_cuda",)
     node_types = (ast.Attribute,)
     VALID = ("if x.device.type != 'cpu':\n    pass\n",)

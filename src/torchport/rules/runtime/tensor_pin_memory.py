@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext
 
 __all__ = ["TensorPinMemory"]
@@ -24,7 +25,9 @@ class TensorPinMemory(PythonRule):
 
     **Use instead**: `batch.pin_memory() if torch.accelerator.is_available() else batch`.
 
-    **Fix safety**: no automatic fix: the receiver would be evaluated twice.
+    **Fix safety**: safe when the receiver is a name or an attribute (evaluating it twice is
+    harmless): pinning happens only when there is an accelerator, so nothing changes on CUDA. Other
+    receivers are reported only.
     """
 
     code = "TP214"
@@ -33,12 +36,32 @@ class TensorPinMemory(PythonRule):
     fix_title = "Pin only when torch.accelerator.is_available()"
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.ERROR})
+    fix_safety = FixSafety.SAFE
     triggers = (b".pin_memory(",)
     node_types = (ast.Call,)
-    VALID = ("loader = DataLoader(ds, pin_memory=flag)\n",)
-    INVALID = ("batch = batch.pin_memory()\n",)
+    VALID = (
+        "loader = DataLoader(ds, pin_memory=flag)\n",
+        "import torch\nbatch = batch.pin_memory() if torch.accelerator.is_available() else batch\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\nbatch = batch.pin_memory()\n",
+            fixed="import torch\nbatch = (batch.pin_memory() if torch.accelerator.is_available() else batch)\n",
+        ),
+        "buffer = torch.empty(4).pin_memory()\n",
+    )
 
     def check(self, node: ast.Call, context: PythonContext) -> None:
         function = node.func
-        if isinstance(function, ast.Attribute) and function.attr == "pin_memory" and not node.args:
-            context.report(self, node)
+        if not isinstance(function, ast.Attribute) or function.attr != "pin_memory" or node.args:
+            return
+        parent = context.parent()
+        if isinstance(parent, ast.IfExp) and parent.body is node and "is_available" in context.segment(parent.test):
+            return
+        fix = None
+        if isinstance(function.value, (ast.Name, ast.Attribute)) and not node.keywords:
+            prefix, needs_import = context.torch_prefix()
+            receiver = context.segment(function.value)
+            replacement = neutral.when_available(prefix, context.segment(node), receiver)
+            fix = Fix(FixSafety.SAFE, replacement=replacement, needs_torch_import=needs_import)
+        context.report(self, node, fix=fix)

@@ -1,0 +1,146 @@
+"""The device-neutral spellings that fixes write, in one place, and their form for older torch.
+
+Every fix that chooses a device writes one of the expressions below, so a fixed program reads like
+a hand migration to `torch.accelerator` (the style of PyTorch's own examples since 2025):
+
+    device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
+
+`torch.accelerator` exists from torch 2.6. A project that declares an older torch (its requirements
+or pyproject pins) gets the same expressions spelled without it (`adapt`): CUDA first, then MPS,
+then the CPU, which is what a hand migration for those versions writes.
+
+This module never imports torch or libcst: rules (which `scan` loads in every worker) use it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEVICE",
+    "DEVICE_TYPE",
+    "IS_AVAILABLE",
+    "ACCELERATOR_MIN_VERSION",
+    "device",
+    "device_type",
+    "when_available",
+    "adapt",
+    "TorchPin",
+    "declared_torch",
+]
+
+#: The best available device (a torch.device): the accelerator, else the CPU.
+DEVICE = '{torch}.accelerator.current_accelerator() if {torch}.accelerator.is_available() else {torch}.device("cpu")'
+#: Its type as a string ('cuda', 'mps', 'xpu', ..., or 'cpu'), for code that keeps device strings.
+DEVICE_TYPE = '{torch}.accelerator.current_accelerator().type if {torch}.accelerator.is_available() else "cpu"'
+#: Whether there is an accelerator at all.
+IS_AVAILABLE = "{torch}.accelerator.is_available()"
+#: The first torch release with `torch.accelerator`.
+ACCELERATOR_MIN_VERSION = (2, 6)
+
+_LEGACY = {
+    DEVICE: '{torch}.device("cuda" if {torch}.cuda.is_available() else "mps" if '
+    '{torch}.backends.mps.is_available() else "cpu")',
+    DEVICE_TYPE: '"cuda" if {torch}.cuda.is_available() else "mps" if {torch}.backends.mps.is_available() else "cpu"',
+    IS_AVAILABLE: "({torch}.cuda.is_available() or {torch}.backends.mps.is_available())",
+    "{torch}.distributed.get_default_backend_for_device(" + DEVICE + ")": (
+        '("nccl" if {torch}.cuda.is_available() else "gloo")'
+    ),
+    "{torch}.accelerator.set_device_index(": "{torch}.cuda.set_device(",
+    "{torch}.accelerator.current_device_index()": "{torch}.cuda.current_device()",
+    "{torch}.accelerator.device_count()": "{torch}.cuda.device_count()",
+    "{torch}.accelerator.synchronize()": "{torch}.cuda.synchronize()",
+    "{torch}.accelerator.current_accelerator()": "{torch}.device(\"cuda\")",
+}
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    escaped = re.escape(template)
+    # the first {torch} captures the spelling of torch; later ones must repeat it
+    escaped = escaped.replace(re.escape("{torch}"), r"(?P<torch>[A-Za-z_][\w.]*)", 1)
+    return re.compile(escaped.replace(re.escape("{torch}"), r"(?P=torch)"))
+
+
+#: Longest first, so that a whole expression is replaced before the calls inside it.
+_LEGACY_PATTERNS = [(_pattern(modern), legacy) for modern, legacy in sorted(_LEGACY.items(), key=lambda i: -len(i[0]))]
+
+
+def device(torch: str, bare: bool = False) -> str:
+    """The best-device expression spelling torch as `torch`; parenthesized unless `bare` (for a
+    place where a conditional expression needs no parentheses, such as a call argument)."""
+    text = DEVICE.format(torch=torch)
+    return text if bare else f"({text})"
+
+
+def device_type(torch: str, quote: str = '"', bare: bool = False) -> str:
+    """The device-type expression (a str); `quote` quotes its "cpu"; parenthesized unless `bare`."""
+    text = DEVICE_TYPE.format(torch=torch).replace('"', quote)
+    return text if bare else f"({text})"
+
+
+def when_available(torch: str, expression: str, otherwise: str, bare: bool = False) -> str:
+    """`(expression if torch.accelerator.is_available() else otherwise)`; no parentheses if `bare`."""
+    text = f"{expression} if {IS_AVAILABLE.format(torch=torch)} else {otherwise}"
+    return text if bare else f"({text})"
+
+
+def adapt(text: str, legacy: bool) -> str:
+    """`text` as written for the torch in use: unchanged, or without `torch.accelerator` when legacy."""
+    if not legacy or ".accelerator." not in text:
+        return text
+    for pattern, replacement in _LEGACY_PATTERNS:
+        text = pattern.sub(lambda match: replacement.format(torch=match.group("torch")), text)
+    return text
+
+
+@dataclass(frozen=True)
+class TorchPin:
+    """The torch requirement a project declares, and where."""
+
+    specifier: str
+    source: str
+
+    @property
+    def legacy(self) -> bool:
+        """Whether no torch with `torch.accelerator` (>= 2.6) satisfies the requirement."""
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            specifiers = SpecifierSet(self.specifier)
+        except InvalidSpecifier:
+            return False
+        newer = [f"2.{minor}.0" for minor in range(ACCELERATOR_MIN_VERSION[1], 20)] + ["3.0.0", "3.5.0"]
+        older = [f"{major}.{minor}.{patch}" for major, minor in ((1, m) for m in range(14)) for patch in (0, 1, 2)]
+        older += [f"2.{minor}.{patch}" for minor in range(ACCELERATOR_MIN_VERSION[1]) for patch in (0, 1, 2)]
+        admits_newer = any(specifiers.contains(version, prereleases=True) for version in newer)
+        admits_older = any(specifiers.contains(version, prereleases=True) for version in older)
+        return admits_older and not admits_newer
+
+
+_REQUIREMENT = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:[<>=!~]=?|===)[^;#"'\s][^;#"']*)""", re.M)
+_MANIFESTS = ("pyproject.toml", "requirements.txt", "requirements-dev.txt", "setup.cfg", "setup.py", "environment.yml")
+
+
+def declared_torch(start: Path) -> TorchPin | None:
+    """The torch requirement declared by the project holding `start`, searching upward.
+
+    The nearest folder with a manifest that names torch wins; None when none does.
+    """
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder, *folder.parents):
+        for name in _MANIFESTS + tuple(sorted(path.name for path in candidate.glob("requirements*.txt"))):
+            manifest = candidate / name
+            if not manifest.is_file():
+                continue
+            try:
+                text = manifest.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            match = _REQUIREMENT.search(text)
+            if match:
+                return TorchPin(match.group("spec").strip().rstrip(","), str(manifest))
+        if (candidate / ".git").exists():
+            break
+    return None
