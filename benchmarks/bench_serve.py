@@ -1,6 +1,6 @@
 """`torchport serve`'s cost, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_serve.py [--calls 200] [--repeats 5] [--requests 1200] [--clients 4]
+    .venv/bin/python benchmarks/bench_serve.py [--calls 160] [--repeats 5] [--requests 800] [--clients 4]
 
 1. In process: `Deployment.infer` (worker hop with a timeout, NaN/inf check, breaker, metrics) against
    calling the model directly, interleaved in blocks on the same MLP (width 1024, batch 32, a few
@@ -138,9 +138,9 @@ def load(requests: int, clients: int, inject: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200, help="in-process calls per side and repeat")
+    parser.add_argument("--calls", type=int, default=160, help="in-process calls per side and repeat")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved in-process repeats")
-    parser.add_argument("--requests", type=int, default=1200, help="HTTP requests per load test")
+    parser.add_argument("--requests", type=int, default=800, help="HTTP requests per load test")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
     args = parser.parse_args()
     torch.set_num_threads(1)

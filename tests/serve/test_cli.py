@@ -63,3 +63,13 @@ def test_cli_errors_are_one_line_without_traceback(args, fragment, capsys):
     stderr = capsys.readouterr().err
     assert fragment in stderr and "Traceback" not in stderr
     assert stderr.startswith("torchport: error:") and stderr.count("\n") == 1
+
+
+def test_a_taken_port_is_a_usage_error(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", ENTRY, "--primary", "cpu", "--port", str(port)]) == 2
+    stderr = capsys.readouterr().err
+    assert f"Cannot serve on 127.0.0.1:{port}" in stderr and "Pick another --port" in stderr

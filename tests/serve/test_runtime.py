@@ -13,7 +13,8 @@ import torch
 
 from serve_models import FEATURES, MARKERS, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample
 from torchport.errors import UsageError
-from torchport.serve import (CLOSED, HALF_OPEN, OPEN, Deployment, Draining, InvalidInput, ModelRejectedInput)
+from torchport.serve import (CLOSED, HALF_OPEN, OPEN, Deployment, Draining, InvalidInput, ModelRejectedInput,
+                             NoDeviceAnswered)
 
 PRIMARY = "neuron-emulated"
 
@@ -264,3 +265,16 @@ def test_micro_batching_is_off_by_default():
     with Deployment(lambda: model, primary=PRIMARY, fallback="cpu") as deployment:
         concurrent_predictions(deployment, 4)
         assert deployment.batcher is None and model.primary_calls == [1, 1, 1, 1]
+
+
+class OutOfMemoryEverywhere(torch.nn.Module):
+    def forward(self, inputs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: failed to allocate 4.00GiB on the device")
+
+
+def test_out_of_memory_on_both_devices_is_503_and_charges_the_breaker():
+    with Deployment(OutOfMemoryEverywhere, primary=PRIMARY, fallback="cpu", failure_threshold=1) as deployment:
+        with pytest.raises(NoDeviceAnswered) as error:
+            deployment.predict({"inputs": sample(1)})
+        assert error.value.status == 503 and "oom" in str(error.value)
+        assert deployment.breaker.state == OPEN

@@ -55,7 +55,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Build the deployment, then serve until a signal drains it."""
-    from torchport.serve.server import create_app, make_server, require_server_stack
+    from torchport.serve.server import bind, create_app, make_server, require_server_stack
 
     require_server_stack()
     if not 0 <= args.port <= 65535:
@@ -64,14 +64,19 @@ def run(args) -> int:
         raise UsageError(f"--max-body-bytes {args.max_body_bytes!r} must be >= 1 and --max-queue {args.max_queue!r} >= 0.")
     from torchport.serve import Deployment
 
-    deployment = Deployment(
-        args.entry, primary=args.primary, fallback=args.fallback, timeout_s=args.timeout_s,
-        shadow=_share(args.shadow, "--shadow"), canary=_share(args.canary, "--canary"), failure_threshold=args.failure_threshold,
-        reset_after_s=args.reset_after_s, recovery_successes=args.recovery_successes,
-        shadow_alarm_after=args.shadow_alarm_after, max_concurrency=args.max_concurrency,
-        lazy_fallback=args.lazy_fallback, weights=args.weights, batch_max_size=args.batch_max_size,
-        batch_wait_s=args.batch_wait_ms / 1000,
-    )
+    shadow, canary = _share(args.shadow, "--shadow"), _share(args.canary, "--canary")
+    listener = bind(args.host, args.port)  # before loading the model: a taken port fails fast
+    try:
+        deployment = Deployment(
+            args.entry, primary=args.primary, fallback=args.fallback, timeout_s=args.timeout_s, shadow=shadow,
+            canary=canary, failure_threshold=args.failure_threshold, reset_after_s=args.reset_after_s,
+            recovery_successes=args.recovery_successes, shadow_alarm_after=args.shadow_alarm_after,
+            max_concurrency=args.max_concurrency, lazy_fallback=args.lazy_fallback, weights=args.weights,
+            batch_max_size=args.batch_max_size, batch_wait_s=args.batch_wait_ms / 1000,
+        )
+    except BaseException:
+        listener.close()
+        raise
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -80,14 +85,11 @@ def run(args) -> int:
     app = create_app(deployment, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
     server = make_server(deployment, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s,
                          log_level="info")
-    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{args.port} "
-          f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
-          f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr)
     try:
-        server.run()
-    except OSError as error:
-        raise UsageError(f"Cannot serve on {args.host}:{args.port}: {error.strerror or error}. "
-                         "Pick another --port or stop what holds it.") from error
+        print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{listener.getsockname()[1]} "
+              f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
+              f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr)
+        server.run(sockets=[listener])
     finally:
         deployment.close()
     return 0

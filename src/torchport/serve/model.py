@@ -74,6 +74,10 @@ def default_postprocess(outputs: Any) -> dict[str, Any]:
 
 def to_device(value: Any, device) -> Any:
     """Every tensor inside `value` (any structure compare's traversal knows) moved to `device`."""
+    import torch
+
+    if isinstance(value, torch.Tensor):  # the common case, without the traversal's cost
+        return value.to(device)
     from torchport.compare.tree import map_tensors
 
     return map_tensors(lambda tensor: tensor.to(device), value)
@@ -86,7 +90,8 @@ def nonfinite_count(value: Any) -> int:
     from torchport.compare.tree import flatten_tensors
 
     count = 0
-    for _, tensor in flatten_tensors(value):
+    tensors = [value] if isinstance(value, torch.Tensor) else [tensor for _, tensor in flatten_tensors(value)]
+    for tensor in tensors:
         if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
             count += int(tensor.numel() - torch.isfinite(tensor).sum())
     return count

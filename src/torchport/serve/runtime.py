@@ -62,13 +62,18 @@ class _DeviceFailure(Exception):
         self.detail = detail
 
 
+#: How out-of-memory reads in the messages of devices without a typed error (XLA, Neuron: RESOURCE_EXHAUSTED).
+_OOM_PHRASES = ("out of memory", "resource_exhausted", "resource exhausted", "failed to allocate")
+
+
 def failure_cause(error: BaseException) -> str:
     """'oom' for an out-of-memory error of any device (or the host), 'error' for anything else."""
     import torch
 
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return "oom"
-    if isinstance(error, RuntimeError) and "out of memory" in str(error).lower():
+    message = str(error).lower()
+    if isinstance(error, RuntimeError) and any(phrase in message for phrase in _OOM_PHRASES):
         return "oom"
     return "error"
 

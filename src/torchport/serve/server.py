@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from torchport.errors import UsageError
 from torchport.serve.errors import Draining, InvalidInput, Overloaded, PayloadTooLarge, ServeError
 
-__all__ = ["create_app", "make_server", "running_server", "require_server_stack", "DEVICE_HEADER",
+__all__ = ["create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
            "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER"]
 
 #: Response headers of /v1/predict: the device that answered, its role, the cause when this request failed
@@ -162,6 +162,16 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
     return DrainingServer(config)
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: a free one); a failure is a usage error naming the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        raise UsageError(f"Cannot serve on {host}:{port}: {error.strerror or error}. "
+                         "Pick another --port, stop what holds it, or pass a --host this machine has.") from error
+
+
 @contextlib.contextmanager
 def running_server(deployment, host: str = "127.0.0.1", **app_options: Any) -> Iterator[str]:
     """Serve `deployment` on a free loopback port in a background thread; yields the base URL."""
@@ -169,9 +179,7 @@ def running_server(deployment, host: str = "127.0.0.1", **app_options: Any) -> I
 
     app = create_app(deployment, **app_options)
     server = make_server(deployment, app, host=host, port=0)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, 0))
+    listener = bind(host, 0)
     port = listener.getsockname()[1]
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="torchport-server", daemon=True)
     thread.start()
