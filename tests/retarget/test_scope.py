@@ -88,3 +88,58 @@ def test_a_venv_inside_the_project_stays_out_of_scope():
     assert torch_file.startswith(project)  # .venv lives inside the project here
     assert not in_scope(torch_file, [project])
     assert in_scope(os.path.join(project, "examples", "gpt.py"), [project])
+
+
+def test_the_projects_own_packages_are_retargeted_and_the_scope_is_explained(tmp_path):
+    """The minGPT layout: projects/adder/adder.py imports the repository's mingpt/ on PYTHONPATH=."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "mingpt").mkdir()
+    (tmp_path / "mingpt" / "__init__.py").write_text("")
+    (tmp_path / "mingpt" / "trainer.py").write_text(
+        "import torch\n"
+        "def device():\n"
+        "    return torch.zeros(1).to('cuda').device.type\n"
+    )
+    (tmp_path / "projects" / "adder").mkdir(parents=True)
+    (tmp_path / "projects" / "adder" / "adder.py").write_text(
+        "from mingpt.trainer import device\nprint('device=' + device())\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": ".", "TORCHPORT_QUIET": "1"}
+    command = [sys.executable, "-m", "torchport", "run", "--device", "cpu", "--verbose"]
+    report = tmp_path / "report.json"
+    done = subprocess.run([*command, "--report", str(report), "projects/adder/adder.py"], capture_output=True,
+                          text=True, cwd=tmp_path, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "device=cpu" in done.stdout
+    assert f"retargeting code under {tmp_path} (PYTHONPATH entry)" in done.stderr
+    roots = {entry["root"]: entry["why"] for entry in json.loads(report.read_text())["scope"]}
+    assert roots[str(tmp_path)] == "PYTHONPATH entry"
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'adder'\n")  # a marker: no PYTHONPATH needed
+    environment.pop("PYTHONPATH")
+    marked = subprocess.run([*command, "projects/adder/adder.py"], capture_output=True, text=True,
+                            cwd=tmp_path, env={**environment, "PYTHONPATH": "."}, timeout=300)
+    assert "device=cpu" in marked.stdout, marked.stderr
+    assert "holds pyproject.toml" in marked.stderr
+
+    narrowed = subprocess.run([*command, "--no-scope", str(tmp_path / "mingpt"), "projects/adder/adder.py"],
+                              capture_output=True, text=True, cwd=tmp_path, env={**environment, "PYTHONPATH": "."},
+                              timeout=300)
+    assert narrowed.returncode == 1 and "Torch not compiled with CUDA enabled" in narrowed.stderr
+
+
+def test_project_root_is_the_nearest_marked_folder(tmp_path, monkeypatch):
+    from torchport.retarget import scope
+
+    (tmp_path / "setup.cfg").write_text("")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setenv("PYTHONPATH", "")
+    roots = dict(scope.application_roots(str(tmp_path / "a" / "b")))
+    assert roots[str(tmp_path)] == "project of the program: holds setup.cfg"
+    assert scope.in_scope(str(tmp_path / "a" / "b" / "m.py"), list(roots))
+    assert not scope.in_scope(str(tmp_path / "a" / "b" / "m.py"), list(roots), [str(tmp_path / "a")])

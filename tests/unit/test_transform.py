@@ -104,3 +104,18 @@ def test_rewritten_code_compiles_with_the_original_line_numbers():
     lines = {instruction.positions.lineno for instruction in __import__("dis").get_instructions(code)
              if instruction.positions and instruction.positions.lineno}
     assert 3 in lines and max(lines) == 3
+
+
+def test_the_callee_decides_by_its_distribution():
+    import importlib.util
+
+    import numpy
+
+    from torchport.retarget import destination
+
+    assert destination.leaves_application(torch.nn.Linear)
+    assert destination.leaves_application(torch.ones(1).to)  # a builtin method: its receiver's type
+    assert not destination.leaves_application(numpy.asarray)  # numpy does not depend on torch
+    assert not destination.leaves_application(print)
+    if importlib.util.find_spec("transformers") is not None:
+        assert destination.depends_on_torch("transformers")  # through its `torch` extra
