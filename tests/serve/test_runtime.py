@@ -278,3 +278,40 @@ def test_out_of_memory_on_both_devices_is_503_and_charges_the_breaker():
             deployment.predict({"inputs": sample(1)})
         assert error.value.status == 503 and "oom" in str(error.value)
         assert deployment.breaker.state == OPEN
+
+
+def test_a_factory_example_warms_both_devices_and_a_failing_primary_starts_on_the_fallback():
+    plan = FaultPlan()
+    example = torch.tensor(sample(1))
+    with Deployment(lambda: (FaultyModel(plan), example), primary=PRIMARY, fallback="cpu") as deployment:
+        assert deployment.warmup == {"primary": "ok", "fallback": "ok"} and plan.primary_calls == 1
+        assert deployment.breaker.state == CLOSED
+    plan.down = True
+    with Deployment(lambda: {"model": FaultyModel(plan), "example": example}, primary=PRIMARY, fallback="cpu",
+                    reset_after_s=60) as deployment:
+        assert "primary device lost" in deployment.warmup["primary"] and deployment.breaker.state == OPEN
+        answer = deployment.predict({"inputs": sample(2)})
+        assert answer.routed == "breaker_open" and deployment.status()["warmup"]["fallback"] == "ok"
+
+
+@pytest.mark.parametrize("payload, expected", [
+    ({"inputs": [[1, 2, 3]], "dtype": "int64"}, torch.tensor([[1, 2, 3]])),
+    ({"inputs": [True, False], "dtype": "bool"}, torch.tensor([True, False])),
+])
+def test_default_preprocess_takes_an_optional_dtype(payload, expected):
+    from torchport.serve.model import default_preprocess
+
+    assert torch.equal(default_preprocess(payload), expected)
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    ({"inputs": [1.5], "dtype": "int64"}, "not whole numbers"),
+    ({"inputs": [2], "dtype": "bool"}, "not 0 or 1"),
+    ({"inputs": [1.0], "dtype": "complex64"}, "'dtype' 'complex64' is not allowed"),
+    ({"inputs": [1e300]}, "beyond the range of 'float32'"),
+])
+def test_default_preprocess_refuses_values_its_dtype_would_change(payload, fragment):
+    from torchport.serve.model import default_preprocess
+
+    with pytest.raises(InvalidInput, match=fragment):
+        default_preprocess(payload)

@@ -77,6 +77,9 @@ def run(args) -> int:
     except BaseException:
         listener.close()
         raise
+    if deployment.warmup.get("primary", "ok") != "ok":
+        print(f"torchport: warning: the primary {deployment.primary.name!r} failed on the example "
+              f"({deployment.warmup['primary']}); serving from the fallback until probes succeed.", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -76,6 +76,14 @@ class CircuitBreaker:
         self._notify(before)
         return True
 
+    def force_open(self) -> None:
+        """Open now (the primary failed before serving, e.g. on the warm-up example)."""
+        with self._lock:
+            before = self.state
+            if self.state != OPEN:
+                self._move(OPEN)
+        self._notify(before)
+
     def record_success(self, probe: bool = False) -> None:
         """A primary call (a live request, or a probe when `probe`) succeeded."""
         with self._lock:

@@ -2,8 +2,10 @@
 tensor moves between host and device.
 
 A factory is a `module:function` (or `path/file.py:function`, as for `torchport compare`) or a
-callable. It takes no arguments and returns the model, or a dict with `model` and optionally
-`preprocess(json) -> inputs` and `postprocess(outputs) -> json`. Inputs are one tensor (one
+callable. It takes no arguments and returns the model, `(model, example_inputs)` (a compare case),
+or a dict with `model` and optionally `preprocess(json) -> inputs`, `postprocess(outputs) -> json`
+and `example` (inputs the deployment runs once on each device at start: compilation and warm-up
+happen before the first request, not inside its timeout). Inputs are one tensor (one
 positional argument), a tuple or list (positional arguments) or a dict (keyword arguments).
 """
 
@@ -16,10 +18,13 @@ from torchport.errors import UsageError
 from torchport.serve.errors import InvalidInput
 
 __all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess",
-           "default_postprocess", "to_device", "nonfinite_count", "MAX_INPUT_ELEMENTS"]
+           "default_postprocess", "to_device", "nonfinite_count", "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
 
 #: Keys a factory's dict may have.
-FACTORY_KEYS = ("model", "preprocess", "postprocess", "name")
+FACTORY_KEYS = ("model", "preprocess", "postprocess", "example", "name")
+
+#: The dtypes a request may name in "dtype" (default float32).
+REQUEST_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 
 #: The most numbers the default preprocess accepts in one request.
 MAX_INPUT_ELEMENTS = 1 << 20
@@ -33,10 +38,12 @@ class ModelSpec:
     preprocess: Callable[[Any], Any]
     postprocess: Callable[[Any], Any]
     name: str
+    example: Any = None
 
 
 def default_preprocess(payload: Any):
-    """`{"inputs": nested lists of numbers}` to one float32 tensor; anything else is InvalidInput."""
+    """`{"inputs": nested lists of numbers, "dtype": optional}` to one tensor (float32 unless "dtype"
+    names one of REQUEST_DTYPES, e.g. "int64" for token ids); anything else is InvalidInput."""
     import torch
 
     if not isinstance(payload, dict) or "inputs" not in payload:
@@ -47,16 +54,29 @@ def default_preprocess(payload: Any):
     if not isinstance(values, (list, int, float)) or isinstance(values, bool):
         raise InvalidInput(f"'inputs' is a JSON {type(values).__name__}; expected nested lists of numbers, "
                            'e.g. {"inputs": [[0.1, 0.2]]}.')
+    dtype_name = payload.get("dtype", "float32")
+    if dtype_name not in REQUEST_DTYPES:
+        raise InvalidInput(f"'dtype' {dtype_name!r} is not allowed. Allowed: {', '.join(REQUEST_DTYPES)}.")
     try:
-        tensor = torch.tensor(values, dtype=torch.float32)
+        # float64 first: exact for every integer a JSON client sends (up to 2**53), so the checks
+        # below see the values as sent before they are converted.
+        raw = torch.tensor(values, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError, OverflowError) as error:
         raise InvalidInput(f"'inputs' is not a rectangular array of numbers ({error}). "
                            "Every row must have the same length and hold only numbers.") from error
-    if tensor.numel() > MAX_INPUT_ELEMENTS:
-        raise InvalidInput(f"'inputs' holds {tensor.numel()} numbers; at most {MAX_INPUT_ELEMENTS} are allowed "
+    if raw.numel() > MAX_INPUT_ELEMENTS:
+        raise InvalidInput(f"'inputs' holds {raw.numel()} numbers; at most {MAX_INPUT_ELEMENTS} are allowed "
                            "per request. Split the batch.")
-    if not bool(torch.isfinite(tensor).all()):
+    if not bool(torch.isfinite(raw).all()):
         raise InvalidInput("'inputs' contains NaN or infinity; only finite numbers are accepted.")
+    dtype = getattr(torch, dtype_name)
+    if not dtype.is_floating_point:
+        allowed = "0 or 1 (or true/false)" if dtype == torch.bool else "whole numbers"
+        if not bool((raw == raw.round()).all()) or (dtype == torch.bool and not bool(((raw == 0) | (raw == 1)).all())):
+            raise InvalidInput(f"'inputs' holds values that are not {allowed}, as dtype {dtype_name!r} needs.")
+    tensor = raw.to(dtype)
+    if dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
+        raise InvalidInput(f"'inputs' holds values beyond the range of {dtype_name!r}.")
     return tensor
 
 
@@ -127,7 +147,12 @@ def load_factory(factory: Any) -> ModelSpec:
     except Exception as error:
         raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}. "
                          "Fix the function so it returns the model (or a dict with 'model').") from error
-    spec = dict(value) if isinstance(value, dict) else {"model": value}
+    if isinstance(value, dict):
+        spec = dict(value)
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], torch.nn.Module):
+        spec = {"model": value[0], "example": value[1]}
+    else:
+        spec = {"model": value}
     unknown = set(spec) - set(FACTORY_KEYS)
     if unknown:
         raise UsageError(f"Factory {name!r} returned unknown keys {sorted(unknown)}. Allowed: {', '.join(FACTORY_KEYS)}.")
@@ -143,6 +168,7 @@ def load_factory(factory: Any) -> ModelSpec:
         preprocess=spec.get("preprocess") or default_preprocess,
         postprocess=spec.get("postprocess") or default_postprocess,
         name=str(spec.get("name") or name),
+        example=spec.get("example"),
     )
 
 

@@ -243,8 +243,28 @@ class Deployment:
         self._in_flight = 0
         self._abandoned = 0
         self.draining = False
+        #: How each loaded device did on the factory's example at start ("ok" or what went wrong).
+        self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
         #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default).
         self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s) if batch_max_size > 1 else None
+
+    def _warm_up(self, example: Any) -> dict[str, str]:
+        """Run the example once on each loaded device, without a timeout (compilation belongs here);
+        a primary that fails it starts with the breaker open, so traffic begins on the fallback."""
+        if callable(example):  # a compare case's inputs: batch size -> inputs
+            example = example(1)
+        results = {}
+        for replica in (self.primary, self.fallback):
+            if not replica.loaded:
+                continue
+            try:
+                bad = nonfinite_count(replica.run(example))
+                results[replica.role] = "ok" if not bad else f"{bad} NaN or inf elements in the outputs"
+            except Exception as error:
+                results[replica.role] = f"{type(error).__name__}: {error}"
+        if results.get(PRIMARY, "ok") != "ok":
+            self.breaker.force_open()
+        return results
 
     # -- state ---------------------------------------------------------------------------------
     def _replicas_loaded(self):
@@ -270,6 +290,7 @@ class Deployment:
             "primary": {"device": self.primary.name, "loaded": self.primary.loaded},
             "fallback": {"device": self.fallback.name, "loaded": self.fallback.loaded},
             "breaker": self.breaker.state,
+            "warmup": self.warmup or None,
             "canary": self.canary_share,
             "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
@@ -373,7 +394,7 @@ class Deployment:
             if not future.cancel():
                 self._abandon(future)
             raise _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}") from None
-        except Exception as error:
+        except BaseException as error:  # SystemExit from a model in a worker thread is a failure too
             raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
         bad = nonfinite_count(outputs)
         if bad:
