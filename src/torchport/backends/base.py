@@ -29,6 +29,11 @@ def package_installed(name: str) -> bool:
         return False
 
 
+def _capability(name: str, doc: str, kind: type = bool) -> property:
+    """A Backend property answering from the profile's `capabilities.<name>`."""
+    return property(lambda self: kind(self.capability_flag(name)), doc=doc)
+
+
 class Backend:
     """A device torchport can run on.
 
@@ -88,41 +93,21 @@ class Backend:
 
     # The capability facts, each read from the profile (a subclass may still override one with a
     # plain class attribute, e.g. a third-party backend without a profile).
-    @property
-    def supports_grad_scaler(self) -> bool:
-        """Whether torch.amp.GradScaler has kernels for this device (fp16 training keeps its scaler)."""
-        return bool(self.capability_flag("grad_scaler"))
-
-    @property
-    def supports_pinned_memory(self) -> bool:
-        """Whether host memory can be pinned for transfers to this device."""
-        return bool(self.capability_flag("pinned_memory"))
-
-    @property
-    def native_events(self) -> bool:
-        """Whether torch.Event works on this device (lazy-tensor devices have none)."""
-        return bool(self.capability_flag("native_events"))
-
-    @property
-    def native_streams(self) -> bool:
-        """Whether torch.Stream works on this device."""
-        return bool(self.capability_flag("native_streams"))
-
-    @property
-    def loads_to_device(self) -> bool:
-        """Whether torch.load(map_location=<this device>) restores storages directly; where it
-        cannot, checkpoints load to the host and load_state_dict copies them over."""
-        return bool(self.capability_flag("loads_to_device"))
-
-    @property
-    def supports_fused_optimizers(self) -> bool:
-        """Whether torch.optim's fused=True implementations run on this device."""
-        return bool(self.capability_flag("fused_optimizers"))
-
-    @property
-    def compiler(self) -> str:
-        """The torch.compile backend for this target ('inductor', 'openxla', ...)."""
-        return str(self.capability_flag("compiler"))
+    supports_grad_scaler = _capability(
+        "grad_scaler", "Whether torch.amp.GradScaler has kernels for this device (fp16 training keeps its scaler)."
+    )
+    supports_pinned_memory = _capability("pinned_memory", "Whether host memory can be pinned for transfers to it.")
+    native_events = _capability("native_events", "Whether torch.Event works on it (lazy-tensor devices have none).")
+    native_streams = _capability("native_streams", "Whether torch.Stream works on this device.")
+    loads_to_device = _capability(
+        "loads_to_device",
+        "Whether torch.load(map_location=<this device>) restores storages directly; where it cannot, "
+        "checkpoints load to the host and load_state_dict copies them over.",
+    )
+    supports_fused_optimizers = _capability(
+        "fused_optimizers", "Whether torch.optim's fused=True implementations run on this device."
+    )
+    compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
     @property
     def dist_backend(self) -> str:
