@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "use", "compare", "TorchportError"]
+__all__ = ["__version__", "use", "compare", "compile", "TorchportError"]
 
 from torchport.errors import TorchportError
 
@@ -19,6 +19,11 @@ def __getattr__(name: str):
         from torchport.retarget.api import use
 
         return use
+    if name == "compile":
+        # Also a callable package: torchport.compile(model, target=None, buckets="auto", ...).
+        import importlib
+
+        return importlib.import_module("torchport.compile")
     if name == "compare":
         # The package itself is callable: torchport.compare(model_factory, inputs_factory, ...).
         import importlib

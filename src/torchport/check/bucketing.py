@@ -4,19 +4,57 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["BucketSuggestion", "suggest_buckets", "power_of_two_buckets"]
+__all__ = ["BucketSuggestion", "suggest_buckets", "power_of_two_buckets", "next_power_of_two", "bucket_for",
+           "predict_compilations"]
+
+
+def next_power_of_two(size: int) -> int:
+    """The smallest power of two >= size: the bucket ladder of `torchport.compile(buckets="auto")`."""
+    bucket = 1
+    while bucket < size:
+        bucket *= 2
+    return bucket
+
+
+def bucket_for(size: int, buckets: list[int] | None) -> int:
+    """The bucket `size` pads to: the first of `buckets` that holds it, the size itself when none
+    does, or the next power of two when no list is given."""
+    if buckets is None:
+        return next_power_of_two(size)
+    for bucket in sorted(buckets):
+        if size <= bucket:
+            return bucket
+    return size
 
 
 def power_of_two_buckets(sizes: list[int]) -> list[int]:
     """Powers of two covering `sizes`, the largest capped at max(sizes) (never pad past the longest)."""
     largest = max(sizes)
-    buckets = set()
-    for size in sizes:
-        bucket = 1
-        while bucket < size:
-            bucket *= 2
-        buckets.add(min(bucket, largest))
-    return sorted(buckets)
+    return sorted({min(next_power_of_two(size), largest) for size in sizes})
+
+
+def predict_compilations(shapes: list[dict[tuple, tuple]]) -> dict:
+    """Compilations a static-shape compiler runs for these input shapes: one per distinct shape
+    without buckets, and with the power-of-two buckets `torchport.compile` pads varying dimensions to."""
+    if not shapes:
+        return {"without_buckets": 0, "with_buckets": 0, "varying_dimensions": []}
+    varying = sorted({(path, dimension) for shape in shapes for path, dims in shape.items()
+                      for dimension in range(len(dims))
+                      if len({other[path][dimension] for other in shapes
+                              if path in other and len(other[path]) == len(dims)}) > 1})
+    bucketed = set()
+    for shape in shapes:
+        bucketed.add(tuple(sorted(
+            (path, tuple(bucket_for(size, None) if (path, dimension) in varying else size
+                         for dimension, size in enumerate(dims)))
+            for path, dims in shape.items()
+        )))
+    return {
+        "without_buckets": len({tuple(sorted(shape.items())) for shape in shapes}),
+        "with_buckets": len(bucketed),
+        "varying_dimensions": [{"input": "/".join(str(part) for part in path) or "input", "dimension": dimension}
+                               for path, dimension in varying],
+    }
 
 
 @dataclass
@@ -34,10 +72,7 @@ class BucketSuggestion:
 
     def bucket_of(self, key: tuple, size: int) -> int:
         """The bucket a size pads to."""
-        for bucket in self.dimensions[key]:
-            if size <= bucket:
-                return bucket
-        return size
+        return bucket_for(size, self.dimensions[key])
 
     def to_dict(self) -> dict:
         """Plain data for reports."""

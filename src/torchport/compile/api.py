@@ -1,0 +1,175 @@
+"""`torchport.compile(model, ...)`: compile for the target with shape bucketing, host fallback and a report.
+
+    import torchport
+    fast = torchport.compile(model)                  # the current target (torchport run's, else auto)
+    fast = torchport.compile(model, buckets={1: [64, 128, 256, 512]}, strict=True)
+    logits = fast(input_ids)                         # same values as model(input_ids)
+    print(fast.report.text())                        # compilations, bucket hits, where each op ran
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from torchport.compile.backend import CompileFallbackError, TorchportBackend
+from torchport.compile.bucketing import Bucketer, parse_buckets
+from torchport.errors import UsageError
+
+__all__ = ["compile", "CompiledModule", "PRECISIONS"]
+
+#: `precision=`: None follows `torchport run --precision` (which already acts on the program's
+#: autocast regions); the others wrap every compiled call in the policy's autocast.
+PRECISIONS = (None, "keep", "auto", "bf16", "fp32")
+#: Recompilations a static-shape compile may need before Dynamo would give up and run eagerly.
+_RECOMPILE_LIMIT = 256
+
+
+def _autocast(policy: str | None, backend):
+    """The autocast context a precision policy puts around compiled calls (None: none)."""
+    if policy in (None, "keep"):
+        return None
+    device_type = backend.device_type
+    if policy == "fp32":
+        return lambda: torch.autocast(device_type, enabled=False)
+    if policy == "bf16":
+        dtype = torch.bfloat16
+    else:  # auto: the target's preferred reduced precision, none where that is fp32
+        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(backend.preferred_precision)
+        if dtype is None:
+            return None
+    return lambda: torch.autocast(device_type, dtype=dtype)
+
+
+class CompiledModule(torch.nn.Module):
+    """A module compiled for a target: call it like the original; `report` says what happened.
+
+    Parameters are the original module's (shared, not copied); state_dict and load_state_dict use the
+    original's keys, so checkpoints stay loadable without torchport.
+    """
+
+    def __init__(self, module: torch.nn.Module, backend: TorchportBackend, bucketer: Bucketer | None,
+                 precision: str | None) -> None:
+        super().__init__()
+        self.module = module
+        self.torchport_backend = backend
+        self.report = backend.report
+        self.bucketer = bucketer
+        self._autocast = _autocast(precision, backend.backend)
+        self.report.precision = precision or "as the program's autocast regions ask (torchport run policy)"
+        self._compiled = torch.compile(module, backend=backend, dynamic=False)
+        self._eager = False
+
+    # -- checkpoints keep the original keys ----------------------------------------------------
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _call_compiled(self, leaves, spec):
+        args, kwargs = tree_unflatten(leaves, spec)
+        config = torch._dynamo.config
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(config.patch(capture_dynamic_output_shape_ops=True,
+                                             recompile_limit=max(config.recompile_limit, _RECOMPILE_LIMIT)))
+            if self._autocast is not None:
+                stack.enter_context(self._autocast())
+            return self._compiled(*args, **kwargs)
+
+    def _call_eager(self, leaves, spec, reason: str):
+        self.report.eager_calls += 1
+        self.report.ran_eagerly(reason)
+        args, kwargs = tree_unflatten(leaves, spec)
+        with self._autocast() if self._autocast is not None else contextlib.nullcontext():
+            return self.module(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        self.report.calls += 1
+        leaves, spec = tree_flatten((args, kwargs))
+        if self._eager:
+            return self._call_eager(leaves, spec, self._eager)
+        bucketer = self.bucketer
+        if bucketer is None:
+            return self._guarded(leaves, spec)
+        if bucketer.observe(leaves):
+            return self._call_eager(leaves, spec, "first call: shapes observed before choosing buckets (buckets='auto')")
+        for dimension, group in bucketer.groups.items():
+            if not group.probed and group.padded:
+                bucketer.probe(self.module, lambda probe_leaves: self._call_plain(probe_leaves, spec), leaves, dimension)
+            self.report.bucketing[f"{dimension}"] = group.decision()
+        plan = bucketer.plan(leaves)
+        padded = bucketer.pad(leaves, {dimension: bucket for dimension, (_, bucket) in plan.items()})
+        if any(bucket != real for real, bucket in plan.values()):
+            self.report.padded_calls += 1
+        before = self.report.compilations
+        result = self._guarded(padded, spec)
+        if self.report.compilations == before and not self._eager:
+            self.report.bucket_hits += 1
+        output_leaves, output_spec = tree_flatten(result)
+        return tree_unflatten(bucketer.slice(output_leaves, plan), output_spec)
+
+    def _call_plain(self, leaves, spec):
+        args, kwargs = tree_unflatten(leaves, spec)
+        with self._autocast() if self._autocast is not None else contextlib.nullcontext():
+            return self.module(*args, **kwargs)
+
+    def _guarded(self, leaves, spec):
+        """The compiled call; a compile failure runs the model eagerly from then on and says why."""
+        try:
+            return self._call_compiled(leaves, spec)
+        except Exception as error:
+            strict_failure = _find(error, CompileFallbackError)
+            if strict_failure is not None:
+                raise strict_failure from None
+            if not isinstance(error, torch._dynamo.exc.TorchDynamoException) or self.torchport_backend.strict:
+                raise
+            self._eager = f"compilation failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            return self._call_eager(leaves, spec, self._eager)
+
+
+def _find(error: BaseException, kind):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = getattr(error, "inner_exception", None) or error.__cause__
+    return None
+
+
+def compile(model: torch.nn.Module, target=None, buckets="auto", fallback: str = "host", strict: bool = False,
+            precision: str | None = None, profile=None, compiler: str | None = None,
+            pad_value=0) -> CompiledModule:  # noqa: A001 - torchport.compile mirrors torch.compile
+    """Compile `model` for `target` with its own compiler, padding varying shapes to a few buckets.
+
+    target     backend name or alias ('cpu', 'xla', 'neuron', ...); None: torchport run's target, else auto.
+    buckets    'auto' (dimensions that vary between calls pad to the next power of two; the first
+               call runs eagerly to observe shapes), {dimension: [sizes]}, or None (no padding).
+               A dimension is padded only after a probe shows padding does not change results.
+    fallback   'host': ops the target's profile lacks run on the CPU; 'error': fail (as strict=True).
+    strict     fail naming the ops the target lacks instead of running them on the host.
+    precision  None (follow torchport run), 'keep', 'auto' (the target's preferred reduced precision),
+               'bf16' or 'fp32', applied around every compiled call.
+    profile    another target's profile for placement (rehearse neuron's op support on the CPU).
+    compiler   override the target's torch.compile backend (e.g. 'eager' to count graphs cheaply).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(
+            f"torchport.compile takes a torch.nn.Module, got {type(model).__name__}. "
+            "Wrap a function in a Module, or use torch.compile(fn, backend='torchport')."
+        )
+    if precision not in PRECISIONS:
+        raise UsageError(f"Unknown precision {precision!r}. Allowed: {', '.join(map(str, PRECISIONS))}.")
+    backend = TorchportBackend(target, fallback=fallback, strict=strict, profile=profile)
+    if compiler is not None:
+        backend.compiler = backend.report.compiler = compiler
+    spec = parse_buckets(buckets)
+    bucketer = Bucketer(spec, pad_value) if spec is not None else None
+    if bucketer is None:
+        backend.report.note("buckets=None: every new input shape compiles a new graph")
+    return CompiledModule(model, backend, bucketer, precision)
