@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from torchport.backends import EMULATED_SUFFIX as _SUFFIX
 from torchport.errors import ProfileError
 from torchport.profiles.schema import PROFILE_SCHEMA, SchemaViolation, validate
 
@@ -35,9 +36,6 @@ __all__ = [
 
 #: Where the built-in profiles live.
 PROFILE_DIRECTORY = Path(__file__).resolve().parent
-
-_SUFFIX = "-emulated"
-
 
 @dataclass(frozen=True)
 class DtypeRule:
