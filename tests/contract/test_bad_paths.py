@@ -8,6 +8,7 @@ that run programs are in test_program_endings.py.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,51 @@ ROWS = [
     Row("compare-two-reports-one-path",
         lambda p: ["compare", _case(p), "--json", str(p / "r.out"), "--markdown", str(p / "r.out")],
         "is also an input"),
+]
+
+
+def _pyproject(project: Path, line: str) -> str:
+    (project / "pyproject.toml").write_text(f"[tool.torchport]\n{line}\n")
+    return str(project)
+
+
+def _baseline(project: Path, document) -> str:
+    (project / "old.json").write_text(json.dumps(document))
+    return str(project / "old.json")
+
+
+def _truncated(project: Path) -> str:
+    (project / "old.json").write_text('{"kind": "torchport.comp')
+    return str(project / "old.json")
+
+
+_COMPARE = {"kind": "torchport.compare"}
+
+# values accepted without checking, or reported as internal errors, before
+ROWS += [
+    Row("scan-max-file-size-true", lambda p: ["scan", _pyproject(p, "max-file-size = true")], "max-file-size"),
+    Row("scan-max-file-size-nan", lambda p: ["scan", _pyproject(p, "max-file-size = nan")], "max-file-size"),
+    Row("scan-max-file-size-inf", lambda p: ["scan", _pyproject(p, "max-file-size = inf")], "max-file-size"),
+    Row("scan-unknown-key-suggests", lambda p: ["scan", _pyproject(p, "exclud = ['build']")], "'exclud' -> 'exclude'"),
+    Row("scan-exclude-example-is-a-glob", lambda p: ["scan", _pyproject(p, "exclude = 3")], 'exclude = ["build/*"'),
+    Row("scan-target-not-a-string", lambda p: ["scan", _pyproject(p, "target = 3")], "target"),
+    Row("check-timeout-nan", lambda p: ["check", "--timeout", "nan", str(p / "train.py")], "--timeout"),
+    Row("check-timeout-zero", lambda p: ["check", "--timeout", "0", str(p / "train.py")], "--timeout"),
+    Row("compare-min-throughput-ratio-nan", lambda p: ["compare", _case(p), "--min-throughput-ratio", "nan"],
+        "--min-throughput-ratio"),
+    Row("compare-max-memory-ratio-negative", lambda p: ["compare", _case(p), "--max-memory-ratio", "-1"],
+        "--max-memory-ratio"),
+    Row("compare-negative-regression-tolerance", lambda p: ["compare", _case(p), "--regression-tolerance", "-0.1"],
+        "--regression-tolerance"),
+    Row("compare-huge-batch-size", lambda p: ["compare", _case(p), "--batch-sizes", "99999999999"], "--batch-sizes"),
+    Row("compare-baseline-not-json", lambda p: ["compare", _case(p), "--baseline", _truncated(p)], "is not JSON"),
+    Row("compare-baseline-parity-a-list", lambda p: ["compare", _case(p), "--baseline",
+                                                     _baseline(p, {**_COMPARE, "parity": [1, 2]})], "parity"),
+    Row("compare-baseline-batch-without-numbers", lambda p: ["compare", _case(p), "--baseline", _baseline(
+        p, {**_COMPARE, "performance": {"target": {"batches": [{"batch_size": "8"}]}}})],
+        "performance.target.batches[0]"),
+    Row("compare-baseline-training-a-string", lambda p: ["compare", _case(p), "--baseline",
+                                                         _baseline(p, {**_COMPARE, "training": "yes"})], "training"),
 ]
 
 
