@@ -165,9 +165,16 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: a free one); a failure is a usage error naming the address."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections of such a socket, and
+    # without it a keep-alive response written in two parts waits ~40 ms for a delayed ACK.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host, port), family=family, backlog=2048)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+        return listener
     except OSError as error:
+        listener.close()
         raise UsageError(f"Cannot serve on {host}:{port}: {error.strerror or error}. "
                          "Pick another --port, stop what holds it, or pass a --host this machine has.") from error
 
