@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchport.display import markdown_code, markdown_text
+
 __all__ = ["render_markdown", "write_markdown", "format_bytes"]
 
 _STATUS_MARK = {"pass": "PASS", "fail": "FAIL", "self-comparison": "SELF-COMPARISON (not a pass)"}
@@ -28,9 +30,9 @@ def _parity_section(parity, limit: int) -> list[str]:
     lines = ["## Parity", ""]
     failing = parity.failed_nodes
     lines.append(f"{len(parity.nodes)} nodes compared, {len(failing)} disagree."
-                 + (f" First divergence: **`{parity.first_divergence}`**." if parity.first_divergence else ""))
+                 + (f" First divergence: **{markdown_code(parity.first_divergence)}**." if parity.first_divergence else ""))
     if parity.unmatched:
-        lines.append(f"Ran on one side only: {', '.join(f'`{name}`' for name in parity.unmatched[:8])}"
+        lines.append(f"Ran on one side only: {', '.join(markdown_code(name) for name in parity.unmatched[:8])}"
                      + (" ..." if len(parity.unmatched) > 8 else ""))
     if failing:
         lines += ["", "| node | judged as | cosine | max abs | max rel | within 0.5% | inputs agree | why |",
@@ -38,17 +40,17 @@ def _parity_section(parity, limit: int) -> list[str]:
         for node in failing[:limit]:
             metrics = node.metrics
             agree = {True: "yes", False: "no", None: "-"}[node.inputs_agree]
-            name = f"**{node.name}**" if node.first_divergence else node.name
+            name = f"**{markdown_text(node.name)}**" if node.first_divergence else markdown_text(node.name)
             lines.append(f"| {name} | {node.judged_as} | {_number(metrics['cosine'], 6)} | {_number(metrics['max_abs'])} "
                          f"| {_number(metrics['max_rel'])} | {_number(metrics['within_0_5_percent'])} | {agree} "
-                         f"| {'; '.join(node.reasons[:2])} |")
+                         f"| {markdown_text('; '.join(node.reasons[:2]))} |")
         if len(failing) > limit:
             lines.append(f"| ... {len(failing) - limit} more | | | | | | | |")
     else:
         worst = min(parity.nodes, key=lambda node: node.metrics["cosine"] if node.metrics["cosine"] is not None else 1.0,
                     default=None)
         if worst is not None:
-            lines.append(f"Lowest cosine {_number(worst.metrics['cosine'], 6)} at `{worst.name}`, "
+            lines.append(f"Lowest cosine {_number(worst.metrics['cosine'], 6)} at {markdown_code(worst.name)}, "
                          f"max abs error {_number(worst.metrics['max_abs'])} (judged as {worst.judged_as}).")
     return lines + [""]
 
@@ -85,16 +87,17 @@ def _performance_section(result) -> list[str]:
     lines.append("")
     if result.cost is not None:
         lines += ["## Cost", "", result.cost.summary or "No cost computed.",
-                  f"Prices from `{result.cost.price_source}` (example on-demand prices; edit the table for yours).", ""]
+                  f"Prices from {markdown_code(str(result.cost.price_source))} (example on-demand prices; edit the table for yours).", ""]
     return lines
 
 
 def render_markdown(result, failing_rows: int = 10) -> str:
     """The summary as Markdown."""
     lines = [f"# torchport compare: {_STATUS_MARK[result.status]}", "",
-             f"Model `{result.model}`, reference `{result.reference}`, target `{result.target}`, seed {result.seed}.", ""]
+             f"Model {markdown_code(str(result.model))}, reference {markdown_code(str(result.reference))}, "
+             f"target {markdown_code(str(result.target))}, seed {result.seed}.", ""]
     if result.reasons:
-        lines += [f"- {reason}" for reason in result.reasons] + [""]
+        lines += [f"- {markdown_text(reason)}" for reason in result.reasons] + [""]
     if result.parity is not None:
         lines += _parity_section(result.parity, failing_rows)
     if result.training is not None:
@@ -102,8 +105,8 @@ def render_markdown(result, failing_rows: int = 10) -> str:
     if result.performance:
         lines += _performance_section(result)
     if result.baseline is not None:
-        lines += ["## Against the baseline", "", f"Baseline: `{result.baseline}`."]
-        lines += [f"- {regression.message}" for regression in result.regressions] or ["- no regressions"]
+        lines += ["## Against the baseline", "", f"Baseline: {markdown_code(str(result.baseline))}."]
+        lines += [f"- {markdown_text(regression.message)}" for regression in result.regressions] or ["- no regressions"]
         lines.append("")
     return "\n".join(lines)
 
