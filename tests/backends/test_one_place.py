@@ -124,6 +124,14 @@ def test_a_bad_profile_value_names_file_key_value_and_what_is_allowed(tmp_path, 
     assert "Traceback" not in errors[0]
 
 
+def test_a_missing_profile_file_is_named_as_a_missing_file_not_an_unknown_target(tmp_path):
+    with pytest.raises(ProfileError, match=r"Profile file '.*gone.yaml' does not exist") as info:
+        profiles.load(tmp_path / "gone.yaml")
+    assert "Unknown target" not in str(info.value)
+    with pytest.raises(ProfileError, match="is a folder"):
+        profiles.load(str(tmp_path) + os.sep)
+
+
 def test_the_validator_agrees_with_jsonschema():
     jsonschema = pytest.importorskip("jsonschema")
     valid = [yaml.safe_load((profiles.PROFILE_DIRECTORY / f"{name}.yaml").read_text()) for name in profiles.names()]
@@ -220,6 +228,9 @@ def test_price_devices_are_checked_against_the_registry(tmp_path):
         load_prices(path)
     path.write_text("instances: {a: {price_per_hour: 1}}\ndevices: {trainium: a}\n")
     assert load_prices(path).instance_for("neuron-emulated") == ("a", 1.0)
+    path.write_text("instances: {a: {price_per_hour: 1}}\ndevices: {}\ncurrancy: EUR\n")
+    with pytest.raises(UsageError, match=r"unknown key 'currancy'. Did you mean 'currency'"):
+        load_prices(path)
 
 
 # -- a third-party backend: one .py, one .yaml, an entry point ---------------------------------

@@ -50,6 +50,10 @@ def default_prices_path() -> Path:
     return Path(str(resources.files("torchport.compare").joinpath("prices.yaml")))
 
 
+#: The keys a price table may hold at the top level.
+_TOP_LEVEL_KEYS = ("currency", "noted", "instances", "devices")
+
+
 def _registered_backend(name: str, path: Path) -> str:
     """The registry's name for a 'devices' key (aliases allowed); a key naming no backend is an error."""
     import difflib
@@ -83,6 +87,15 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         raise UsageError(f"Price table {str(path)!r} is not valid YAML: {error}. {layout}") from error
     if not isinstance(data, dict) or not isinstance(data.get("instances"), dict) or not isinstance(data.get("devices"), dict):
         raise UsageError(f"Price table {str(path)!r} has the wrong layout. {layout}")
+    unknown = sorted(set(data) - set(_TOP_LEVEL_KEYS), key=str)
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(str(unknown[0]), _TOP_LEVEL_KEYS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UsageError(
+            f"Price table {str(path)!r} has unknown key {unknown[0]!r}.{hint} Allowed keys: {', '.join(_TOP_LEVEL_KEYS)}."
+        )
     for name, entry in data["instances"].items():
         price = entry.get("price_per_hour") if isinstance(entry, dict) else None
         if not isinstance(price, (int, float)) or price <= 0:

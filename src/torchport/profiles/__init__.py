@@ -246,7 +246,14 @@ def _validate(document: dict, path: Path) -> None:
 def load(target: str | os.PathLike) -> Profile:
     """The profile for a target name, alias, '<name>-emulated' or path to a YAML file."""
     path = Path(target)
-    if not (path.suffix in {".yaml", ".yml"} and path.is_file()):
+    if path.suffix in {".yaml", ".yml"} or os.sep in str(target):
+        if not path.is_file():
+            what = "is a folder" if path.is_dir() else "does not exist"
+            raise ProfileError(
+                f"Profile file {str(target)!r} {what}. Pass the path of a profile YAML file, or a target name: "
+                f"{', '.join(names())}."
+            )
+    else:
         path = _find(str(target))
     document = _read(path)
     _validate(document, path)
