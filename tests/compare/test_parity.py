@@ -164,7 +164,8 @@ def test_in_place_activation_is_still_compared_correctly():
     from torchport.compare.parity import _run_side
 
     torch.manual_seed(0)
-    records, _ = _run_side(model_factory(), (torch.randn(8, 16),), parse_device("cpu"), "reference", False)
+    records, _, notes = _run_side(model_factory(), (torch.randn(8, 16),), parse_device("cpu"), "reference", False)
+    assert notes == []
     linear_output = next(record for record in records if record.key == "0").outputs[0][1]
     assert (linear_output < 0).any()  # recorded before the in-place ReLU, not after
     result = parity_only(model_factory, "cpu", EMULATED)

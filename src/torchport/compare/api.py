@@ -30,18 +30,15 @@ def _accepts_argument(function: Callable[..., Any]) -> bool:
 
 
 def _tile(value: Any, batch_size: int) -> Any:
-    import torch
+    from torchport.compare.tree import map_tensors
 
-    if isinstance(value, torch.Tensor):
-        if value.dim() == 0 or value.shape[0] == batch_size:
-            return value
-        repeats = -(-batch_size // value.shape[0])
-        return value.repeat(repeats, *([1] * (value.dim() - 1)))[:batch_size]
-    if isinstance(value, dict):
-        return {key: _tile(item, batch_size) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_tile(item, batch_size) for item in value)
-    return value
+    def tiled(tensor):
+        if tensor.dim() == 0 or tensor.shape[0] == batch_size:
+            return tensor
+        repeats = -(-batch_size // tensor.shape[0])
+        return tensor.repeat(repeats, *([1] * (tensor.dim() - 1)))[:batch_size]
+
+    return map_tensors(tiled, value)
 
 
 def inputs_sizer(inputs_factory: Any, seed: int) -> tuple[Callable[[int | None], Any], bool]:
@@ -94,10 +91,20 @@ def _performance_checks(result: CompareResult, min_throughput_ratio: float | Non
                                        if ratio is not None else "reference throughput is zero"))
     if max_memory_ratio is not None:
         worst_ratio = 0.0
+        unmeasured = []
         for reference_batch in reference.batches:
             target_batch = target.at(reference_batch.batch_size)
-            if target_batch and reference_batch.peak_memory_bytes:
+            for batch in (reference_batch, target_batch):
+                if batch is not None and batch.peak_memory_bytes is None:
+                    unmeasured.append(f"batch {batch.batch_size}: {batch.memory_note}")
+            if target_batch and target_batch.peak_memory_bytes is not None and reference_batch.peak_memory_bytes:
                 worst_ratio = max(worst_ratio, target_batch.peak_memory_bytes / reference_batch.peak_memory_bytes)
+        if unmeasured:
+            # A gate on a number that was not measured is not passed.
+            checks.append(PerformanceCheck("memory_ratio", None, max_memory_ratio, False,
+                                           f"peak memory not measured, so the memory ratio was not checked "
+                                           f"({'; '.join(unmeasured[:2])})"))
+            return checks
         checks.append(PerformanceCheck("memory_ratio", worst_ratio, max_memory_ratio, worst_ratio <= max_memory_ratio,
                                        f"target/reference peak memory {worst_ratio:.2f} (at most {max_memory_ratio} allowed)"))
     return checks
@@ -191,7 +198,8 @@ def compare(
     )
     with progress_reporter(show_progress) as report, track_effects() as effects:
         if parity and inputs_for is not None:
-            result.parity = run_parity(model, inputs_for(sizes[0]), reference_spec, target_spec, table, per_op, report)
+            result.parity = run_parity(model, inputs_for(sizes[0]), reference_spec, target_spec, table, per_op, report,
+                                       seed)
         if training_step is not None:
             batches = batch_factory or (lambda step: inputs_for(sizes[0]))
             result.training = run_training(model, reference_spec, target_spec, training_step, batches, train_steps,
@@ -220,7 +228,7 @@ def compare(
 
 
 def _first_dimension(inputs: Any) -> int | None:
-    from torchport.compare.metrics import flatten_tensors
+    from torchport.compare.tree import flatten_tensors
 
     for _, tensor in flatten_tensors(inputs):
         if tensor.dim() > 0:

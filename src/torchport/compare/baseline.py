@@ -76,7 +76,11 @@ def _performance_regressions(old: dict, new: dict, tolerance: float) -> list[Reg
                 if change < -tolerance:
                     found.append(Regression("throughput", label, before["units_per_second"], batch["units_per_second"],
                                             f"throughput on {label} fell {-change:.0%} (allowed {tolerance:.0%})"))
-            if before["peak_memory_bytes"] > 0:
+            if before.get("peak_memory_bytes") and batch["peak_memory_bytes"] is None:
+                found.append(Regression("memory", label, before["peak_memory_bytes"], None,
+                                        f"peak memory on {label} was measured in the baseline and is not measured "
+                                        f"now ({batch.get('memory_note') or 'no reason given'})"))
+            elif before.get("peak_memory_bytes") and before["peak_memory_bytes"] > 0:
                 change = batch["peak_memory_bytes"] / before["peak_memory_bytes"] - 1.0
                 if change > tolerance:
                     found.append(Regression("memory", label, before["peak_memory_bytes"], batch["peak_memory_bytes"],

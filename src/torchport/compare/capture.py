@@ -7,9 +7,12 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from torchport.compare.metrics import flatten_tensors
+from torchport.compare.tree import flatten
 
-__all__ = ["Record", "Capture", "capture"]
+__all__ = ["ROOT", "Record", "Capture", "capture", "comparable"]
+
+#: The name of the model itself among the recorded modules.
+ROOT = "(model)"
 
 
 @dataclass
@@ -22,6 +25,8 @@ class Record:
     order: int
     inputs: list[tuple[str, Any]] = field(default_factory=list)
     outputs: list[tuple[str, Any]] = field(default_factory=list)
+    #: (path, why) for every output leaf that could not be compared.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 class _HostCopier:
@@ -65,10 +70,34 @@ class _HostCopier:
             self._seen[key] = (tensor, host)
         return host
 
-    def copy_all(self, value: Any) -> list[tuple[str, Any]]:
-        import torch
+    def copy_all(self, value: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
+        """Host copies of every tensor in `value` with their paths, and (path, why) for each leaf not copied."""
+        flat = flatten(value)
+        copies: list[tuple[str, Any]] = []
+        skipped = [(path, f"not a tensor ({type_name})") for path, type_name in flat.others]
+        for path, tensor in flat.tensors:
+            try:
+                copies.append((path, self.copy(comparable(tensor))))
+            except Exception as error:  # a layout or subclass the host cannot hold densely
+                skipped.append((path, f"{_layout_name(tensor)} tensor not comparable on the host: {error}"))
+        return copies, skipped
 
-        return [(path, self.copy(tensor)) for path, tensor in flatten_tensors(value) if isinstance(tensor, torch.Tensor)]
+
+def _layout_name(tensor) -> str:
+    if getattr(tensor, "is_nested", False):
+        return "nested"
+    return str(tensor.layout).replace("torch.", "")
+
+
+def comparable(tensor):
+    """A dense, strided view of `tensor` the metrics can read: nested tensors padded with zeros, sparse densified."""
+    import torch
+
+    if getattr(tensor, "is_nested", False):
+        return torch.nested.to_padded_tensor(tensor.detach(), 0.0)
+    if tensor.layout != torch.strided:
+        return tensor.detach().to_dense()
+    return tensor
 
 
 class Capture:
@@ -92,25 +121,29 @@ class Capture:
         return base if count == 0 else f"{base}#{count}"
 
     def _pre_hook(self, module, args, kwargs):
-        name = self._names.get(id(module), type(module).__name__) or "(model)"
-        inputs = self._copier.copy_all((args, kwargs)) if self.record_inputs else []
+        name = self._names.get(id(module), type(module).__name__) or ROOT
+        inputs = self._copier.copy_all((args, kwargs))[0] if self.record_inputs else []
         self._stack.append((self._call_key(name), inputs))
 
     def _post_hook(self, module, args, kwargs, output):
         key, inputs = self._stack.pop()
-        self.records.append(
-            Record(key, "module", type(module).__name__, len(self.records), inputs, self._copier.copy_all(output))
-        )
+        self.record(key, "module", type(module).__name__, output, inputs)
+
+    def record(self, key: str, kind: str, type_name: str, output, inputs: list | None = None) -> None:
+        """Record one call's outputs (host copies) under `key`."""
+        outputs, skipped = self._copier.copy_all(output)
+        self.records.append(Record(key, kind, type_name, len(self.records), inputs or [], outputs, skipped))
 
     def record_op(self, op_name: str, output) -> None:
         """Record one operator's outputs under the innermost running module."""
-        module = self._stack[-1][0] if self._stack else "(model)"
-        key = self._call_key(f"{module}/{op_name}")
-        self.records.append(Record(key, "op", op_name, len(self.records), [], self._copier.copy_all(output)))
+        module = self._stack[-1][0] if self._stack else ROOT
+        self.record(self._call_key(f"{module}/{op_name}"), "op", op_name, output)
 
-    def install(self) -> None:
-        """Register the hooks on every module."""
-        for module in self.model.modules():
+    def install(self, skip: frozenset[str] = frozenset()) -> None:
+        """Register the hooks on every module but those named in `skip` and their submodules."""
+        for name, module in self.model.named_modules():
+            if any(name == skipped or name.startswith(f"{skipped}.") for skipped in skip):
+                continue
             self._handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
             self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True, always_call=False))
 
@@ -144,13 +177,15 @@ def _op_mode(recorder: Capture):
 
 
 @contextlib.contextmanager
-def capture(model, per_op: bool = False, record_inputs: bool = True, clone_host: bool = True) -> Iterator[Capture]:
-    """Hooks on every module of `model` (and a dispatch mode when `per_op`) while the block runs.
+def capture(model, per_op: bool = False, record_inputs: bool = True, clone_host: bool = True,
+            skip: frozenset[str] = frozenset()) -> Iterator[Capture]:
+    """Hooks on every module of `model` (but those named in `skip` and their submodules), and a
+    dispatch mode when `per_op`, while the block runs.
 
     With `clone_host=False` host tensors are recorded without a copy; check `mutated` afterwards.
     """
     recorder = Capture(model, per_op=per_op, record_inputs=record_inputs, clone_host=clone_host)
-    recorder.install()
+    recorder.install(skip)
     try:
         if per_op:
             with _op_mode(recorder):

@@ -195,33 +195,27 @@ def parse_device(text: str | DeviceSpec, precision: str | None = None) -> Device
     return DeviceSpec(backends.canonical_name(name), policy)
 
 
-def _moved(value: Any, device, downcast_float64: bool, count: list[int]) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        if downcast_float64 and value.dtype == torch.float64:
-            value = value.to(torch.float32)
-            count[0] += 1
-        return value.to(device)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_moved(item, device, downcast_float64, count) for item in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(_moved(item, device, downcast_float64, count) for item in value)
-    if isinstance(value, dict):
-        return {key: _moved(item, device, downcast_float64, count) for key, item in value.items()}
-    return value
-
-
 def move_to(value: Any, device, downcast_float64: bool = False, side_name: str | None = None) -> Any:
-    """`value` with every tensor inside (tuples, lists, dicts) moved to `device`.
+    """`value` with every tensor inside (any structure: tuples, dicts, dataclasses, ...) moved to `device`.
 
     Tensors downcast from float64 are counted for `side_name` (default: the current side) when
     compare tracks effects.
     """
+    import torch
+
+    from torchport.compare.tree import map_tensors
+
     count = [0]
-    moved = _moved(value, device, downcast_float64, count)
+
+    def moved(tensor):
+        if downcast_float64 and tensor.dtype == torch.float64:
+            tensor = tensor.to(torch.float32)
+            count[0] += 1
+        return tensor.to(device)
+
+    result = map_tensors(moved, value)
     _record(side_name, downcasts=count[0])
-    return moved
+    return result
 
 
 def prepare_model(model, spec: DeviceSpec, side_name: str | None = None):

@@ -26,7 +26,6 @@ __all__ = [
     "merge_thresholds",
     "parse_threshold_overrides",
     "tensor_metrics",
-    "flatten_tensors",
     "worst",
     "precision_rank",
     "judge",
@@ -145,22 +144,6 @@ class TensorMetrics:
             if isinstance(value, float) and not math.isfinite(value):
                 data[key] = None
         return data
-
-
-def flatten_tensors(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """Every tensor inside `value` (tuples, lists, dicts, dataclass-like outputs) with its path."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [(prefix, value)]
-    items: list[tuple[str, Any]] = []
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            items += flatten_tensors(item, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            items += flatten_tensors(item, f"{prefix}[{index}]")
-    return items
 
 
 class Workspace:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from torchport.compare.capture import Record, capture
+from torchport.compare.capture import ROOT, Capture, Record, capture
 from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
 from torchport.compare.metrics import Thresholds, Workspace, judge, tensor_metrics, threshold_for, worst
 
-__all__ = ["NodeParity", "ParityResult", "run_parity", "call_model", "seeded"]
+__all__ = ["NodeParity", "Coverage", "ParityResult", "run_parity", "call_model", "seeded"]
 
 
 @dataclass
@@ -29,6 +32,7 @@ class NodeParity:
     inputs_agree: bool | None = None
     first_divergence: bool = False
     tensors: int = 0
+    elements: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as plain data."""
@@ -36,13 +40,48 @@ class NodeParity:
 
 
 @dataclass
+class Coverage:
+    """How much of the model the comparison saw, and what it could not compare and why."""
+
+    modules_called: int = 0
+    modules_compared: int = 0
+    operators_compared: int = 0
+    output_tensors_compared: int = 0
+    elements_compared: int = 0
+    model_output_tensors: int = 0
+    model_output_elements: int = 0
+    #: Why nothing of the model's output was compared (None when some of it was).
+    model_output_problem: str | None = None
+    #: {'what': ..., 'why': ...} for everything not compared.
+    not_compared: list[dict[str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """'12 of 14 module calls compared, 30 output tensors (4,096 elements); model output: 2 tensors (...)'."""
+        text = (f"{self.modules_compared} of {self.modules_called} module calls compared, "
+                f"{self.output_tensors_compared} output tensors ({self.elements_compared:,} elements)")
+        if self.operators_compared:
+            text += f", {self.operators_compared} operator calls"
+        if self.model_output_problem:
+            return f"{text}; model output NOT compared: {self.model_output_problem}"
+        return (f"{text}; model output: {self.model_output_tensors} tensor(s), "
+                f"{self.model_output_elements:,} elements")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The coverage as plain data."""
+        data = dict(self.__dict__)
+        data["not_compared"] = [dict(item) for item in self.not_compared]
+        return data
+
+
+@dataclass
 class ParityResult:
-    """Every compared node, and the first one that diverges."""
+    """Every compared node, the first one that diverges, and what the comparison covered."""
 
     nodes: list[NodeParity]
     first_divergence: str | None
     unmatched: list[str]
     passed: bool
+    coverage: Coverage = field(default_factory=Coverage)
 
     @property
     def failed_nodes(self) -> list[NodeParity]:
@@ -62,6 +101,7 @@ class ParityResult:
             "passed": self.passed,
             "first_divergence": self.first_divergence,
             "unmatched": list(self.unmatched),
+            "coverage": self.coverage.to_dict(),
             "nodes": [node.to_dict() for node in self.nodes],
         }
 
@@ -78,8 +118,8 @@ def seeded(seed: int, function: Callable[..., Any], *args: Any) -> Any:
 
 
 def call_model(model, inputs: Any):
-    """Call `model` with `inputs`: positional for a tuple or list, keywords for a dict, else one argument."""
-    if isinstance(inputs, dict):
+    """Call `model` with `inputs`: positional for a tuple or list, keywords for a mapping, else one argument."""
+    if isinstance(inputs, Mapping):
         return model(**inputs)
     if isinstance(inputs, (tuple, list)):
         return model(*inputs)
@@ -133,20 +173,123 @@ def _compare_tensors(
     return judged_as, limits, all_metrics, reasons
 
 
-def _run_side(model, inputs: Any, spec: DeviceSpec, side_name: str, per_op: bool) -> tuple[list[Record], Any]:
+def _forward(model, device_inputs: Any, spec: DeviceSpec, side_name: str, seed: int) -> Any:
+    """One forward of a side under its precision policy, with the generators seeded."""
     import torch
 
-    device_inputs = move_to(inputs, spec.device, downcast_float64=spec.downcasts_float64, side_name=side_name)
+    torch.manual_seed(seed)
+    with precision_context(spec, side_name):
+        output = call_model(model, device_inputs)
+    spec.backend.synchronize()
+    return output
+
+
+def _recorded_run(model, device_inputs: Any, spec: DeviceSpec, side_name: str, seed: int, per_op: bool,
+                  skip: frozenset[str] = frozenset()) -> tuple[list[Record], Any]:
+    """One forward recording module outputs with hooks (but not inside `skip`), and operators when `per_op`."""
+    import torch
+
     # Record host tensors without copying them first; if the model changed one in place after it
     # was recorded, run again with copies.
     for clone_host in (False, True):
-        with torch.no_grad(), side(side_name), capture(model, per_op=per_op, clone_host=clone_host) as recorder:
-            with precision_context(spec, side_name):
-                output = call_model(model, device_inputs)
-            spec.backend.synchronize()
+        with torch.no_grad(), side(side_name):
+            with capture(model, per_op=per_op, clone_host=clone_host, skip=skip) as recorder:
+                output = _forward(model, device_inputs, spec, side_name, seed)
         if not recorder.mutated:
             break
     return recorder.records, output
+
+
+def same_output(first: Any, second: Any) -> bool:
+    """True when two outputs hold the same tensors at the same paths, bit for bit (NaN equal to NaN)."""
+    import torch
+
+    from torchport.compare.capture import comparable
+    from torchport.compare.tree import flatten_tensors
+
+    first_tensors, second_tensors = flatten_tensors(first), flatten_tensors(second)
+    if [path for path, _ in first_tensors] != [path for path, _ in second_tensors]:
+        return False
+    for (_, left), (_, right) in zip(first_tensors, second_tensors):
+        left, right = comparable(left).detach().cpu(), comparable(right).detach().cpu()
+        if left.dtype != right.dtype or left.shape != right.shape:
+            return False
+        if not torch.equal(left, right):
+            if not left.is_floating_point() or not bool(((left == right) | (left.isnan() & right.isnan())).all()):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_reads_hooks(cls: type) -> bool:
+    """True when a module class's forward looks at its hooks (PyTorch's TransformerEncoderLayer takes
+    its fused fast path only when no hook is attached to it or below it)."""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return "_forward_hooks" in source or "_forward_pre_hooks" in source
+
+
+def _hook_sensitive(model) -> frozenset[str]:
+    """Names of the outermost modules whose forward changes when hooks are attached."""
+    names: list[str] = []
+    for name, module in model.named_modules():
+        if any(name.startswith(f"{outer}.") for outer in names):
+            continue
+        if _forward_reads_hooks(type(module)):
+            names.append(name)
+    return frozenset(names)
+
+
+def _run_side(model, inputs: Any, spec: DeviceSpec, side_name: str, per_op: bool,
+              seed: int = 0) -> tuple[list[Record], Any, list[dict[str, str]]]:
+    """Run one side: (records, the model's output, what the recording had to leave out and why).
+
+    Recording must not change what a model computes. The side first runs plainly (a model that
+    fails then fails here with its own error); each recorded run must then reproduce that output
+    bit for bit. When the operator recorder (a dispatch mode) or the module hooks make the model fail
+    or compute differently (fused fast paths that refuse to run under them), the run is repeated
+    with less recording: without the operator recorder, without hooks inside the modules whose
+    forward reads its hooks, and at last the plain output alone. Each loss is reported.
+    """
+    import torch
+
+    device_inputs = move_to(inputs, spec.device, downcast_float64=spec.downcasts_float64, side_name=side_name)
+    with torch.no_grad(), side(side_name):
+        plain_output = _forward(model, device_inputs, spec, side_name, seed)
+    notes: list[dict[str, str]] = []
+
+    def attempt(per_op_now: bool, skip: frozenset[str]) -> tuple[list[Record], Any] | str:
+        try:
+            records, output = _recorded_run(model, device_inputs, spec, side_name, seed, per_op_now, skip)
+        except Exception as error:
+            return f"the model fails while they are recorded ({type(error).__name__}: {error})"
+        if not same_output(output, plain_output):
+            return "recording them changes what the model computes (it takes other kernels than it does unrecorded)"
+        return records, output
+
+    if per_op:
+        outcome = attempt(True, frozenset())
+        if not isinstance(outcome, str):
+            return (*outcome, notes)
+        notes.append({"what": f"operator outputs on {side_name}", "why": outcome})
+    outcome = attempt(False, frozenset())
+    if not isinstance(outcome, str):
+        return (*outcome, notes)
+    sensitive = _hook_sensitive(model)
+    if sensitive:
+        partial = attempt(False, sensitive)
+        if not isinstance(partial, str):
+            names = ", ".join(sorted(sensitive))
+            notes.append({"what": f"module outputs inside {names} on {side_name}",
+                          "why": f"{outcome}: these modules run a fused path only when no hook is attached"})
+            return (*partial, notes)
+    notes.append({"what": f"module outputs on {side_name}", "why": outcome})
+    recorder = Capture(model, record_inputs=False, clone_host=True)
+    recorder.record(ROOT, "module", type(model).__name__, plain_output)
+    recorder.remove()
+    return recorder.records, plain_output, notes
 
 
 def run_parity(
@@ -157,6 +300,7 @@ def run_parity(
     thresholds: Mapping[str, Thresholds],
     per_op: bool = False,
     progress: Callable[[str], None] | None = None,
+    seed: int = 0,
 ) -> ParityResult:
     """Run `model` (a host-side module, copied for each side) on both sides and compare every node.
 
@@ -166,12 +310,15 @@ def run_parity(
     """
     policy_dtypes = [reference.compute_dtype_name, target.compute_dtype_name]
     records = {}
+    notes: list[dict[str, str]] = []
     for side_name, spec in (("reference", reference), ("target", target)):
         if progress:
             progress(f"parity forward on {side_name} ({spec.label})")
         side_model = prepare_model(copy.deepcopy(model), spec, side_name).eval()
-        records[side_name], _ = _run_side(side_model, inputs, spec, side_name, per_op)
+        records[side_name], _, side_notes = _run_side(side_model, inputs, spec, side_name, per_op, seed)
+        notes += side_notes
         del side_model
+    _drop_one_sided_recording(records, notes)
     reference_records = {record.key: record for record in records["reference"]}
     target_records = {record.key: record for record in records["target"]}
     dtype_allowed = _allowed_dtype(target)
@@ -197,6 +344,7 @@ def run_parity(
                 passed=not reasons,
                 reasons=reasons,
                 tensors=len(all_metrics),
+                elements=sum(_elements(metrics) for metrics in all_metrics),
             )
         )
     # Input agreement matters only where outputs disagree; it is computed there alone.
@@ -211,6 +359,7 @@ def run_parity(
     unmatched = sorted(set(reference_records) ^ set(target_records))
     # Operator sequences may differ legitimately (autocast, fused kernels); modules may not.
     unmatched_modules = [key for key in unmatched if "/" not in key]
+    coverage = _coverage(nodes, records, unmatched_modules, notes)
     failing = [node for node in nodes if not node.passed]
     first = next((node for node in failing if node.inputs_agree), None)
     if first is None and failing:
@@ -221,5 +370,67 @@ def run_parity(
         nodes=nodes,
         first_divergence=first.name if first else None,
         unmatched=unmatched,
-        passed=not failing and not unmatched_modules,
+        passed=not failing and not unmatched_modules and coverage.model_output_problem is None,
+        coverage=coverage,
+    )
+
+
+def _elements(metrics) -> int:
+    """Elements compared in one tensor pair (none when the shapes differ)."""
+    if metrics.shape_reference != metrics.shape_target:
+        return 0
+    return math.prod(metrics.shape_reference)
+
+
+def _drop_one_sided_recording(records: dict[str, list[Record]], notes: list[dict[str, str]]) -> None:
+    """Where a side could record only part of what was asked, compare the part both sides recorded."""
+    if not notes:
+        return
+    common = {record.key for record in records["reference"]} & {record.key for record in records["target"]}
+    for side_name in records:
+        records[side_name] = [record for record in records[side_name] if record.key in common]
+
+
+def _model_output_problem(root: NodeParity | None, reference_root: Record | None) -> str | None:
+    """Why nothing of the model's output was compared, or None when some of it was."""
+    if root is not None and root.tensors > 0:
+        return None
+    if reference_root is None:
+        return "the model's own call was not recorded on the reference side"
+    if root is None:
+        return "the model's own call was recorded on the reference side only"
+    if reference_root.skipped:
+        leaves = ", ".join(f"{path or '(output)'}: {why}" for path, why in reference_root.skipped[:5])
+        return f"its output holds no tensor ({leaves}); return the tensors to compare from forward"
+    return "its output holds no tensor (None or an empty structure); return the tensors to compare from forward"
+
+
+def _coverage(nodes: list[NodeParity], records: dict[str, list[Record]], unmatched_modules: list[str],
+              notes: list[dict[str, str]]) -> Coverage:
+    modules = [node for node in nodes if node.kind == "module"]
+    root = next((node for node in modules if node.name == ROOT), None)
+    reference_root = next((record for record in records["reference"] if record.key == ROOT), None)
+    not_compared = list(notes)
+    seen = set()
+    for side_name in ("reference", "target"):
+        for record in records[side_name]:
+            for path, why in record.skipped:
+                what = f"{record.key} output {path}" if path else f"{record.key} output"
+                if what not in seen:
+                    seen.add(what)
+                    not_compared.append({"what": what, "why": why})
+    for node in modules:
+        if node.tensors == 0 and not any(item["what"].startswith(f"{node.name} output") for item in not_compared):
+            not_compared.append({"what": f"{node.name} output", "why": "holds no tensor"})
+    not_compared += [{"what": name, "why": "ran on one side only"} for name in unmatched_modules]
+    return Coverage(
+        modules_called=sum(1 for record in records["reference"] if record.kind == "module"),
+        modules_compared=sum(1 for node in modules if node.tensors > 0),
+        operators_compared=sum(1 for node in nodes if node.kind == "op" and node.tensors > 0),
+        output_tensors_compared=sum(node.tensors for node in nodes),
+        elements_compared=sum(node.elements for node in nodes),
+        model_output_tensors=root.tensors if root else 0,
+        model_output_elements=root.elements if root else 0,
+        model_output_problem=_model_output_problem(root, reference_root),
+        not_compared=not_compared,
     )

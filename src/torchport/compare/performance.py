@@ -3,16 +3,19 @@ compilations, latency percentiles, throughput in samples and in units of work, p
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import statistics
+import sys
 import time
-import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
 
-__all__ = ["BatchPerformance", "SidePerformance", "measure_side", "percentile", "tensor_bytes"]
+__all__ = ["BatchPerformance", "SidePerformance", "MemoryMeasurement", "measure_side", "measure_memory", "percentile",
+           "tensor_bytes"]
 
 
 @dataclass
@@ -29,8 +32,10 @@ class BatchPerformance:
     mean_ms: float
     samples_per_second: float
     units_per_second: float
-    peak_memory_bytes: int
+    #: None when memory could not be measured; `memory_note` says why.
+    peak_memory_bytes: int | None
     memory_source: str
+    memory_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The measurements as plain data."""
@@ -73,7 +78,7 @@ def tensor_bytes(value: Any) -> int:
     """Bytes held by the tensors in a module or a (nested) value, each storage counted once."""
     import torch
 
-    from torchport.compare.metrics import flatten_tensors
+    from torchport.compare.tree import flatten_tensors
 
     if isinstance(value, torch.nn.Module):
         tensors = [*value.parameters(), *value.buffers()]
@@ -89,46 +94,83 @@ def tensor_bytes(value: Any) -> int:
     return sum(seen.values())
 
 
-def _live_tensor_peak(run: Callable[[], Any]) -> int:
-    """Peak bytes of tensors created by `run`, tracked op by op (for devices without allocator stats)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+@dataclass
+class MemoryMeasurement:
+    """Peak memory of one forward, where it came from, and why it is missing when it is."""
 
-    from torchport.compare.metrics import flatten_tensors
+    peak_bytes: int | None
+    source: str
+    note: str | None = None
 
-    state = {"live": 0, "peak": 0}
-    owners: dict[Any, list] = {}
 
-    def release(key):
-        entry = owners.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            state["live"] -= entry[0]
-            del owners[key]
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while the profiler starts and stops: its C++ side prints a
+    'profiler_start'/'profiler_stop' line there at every session, whatever the log level."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 (an embedded interpreter): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
-    class _Tracker(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            output = func(*args, **(kwargs or {}))
-            for _, tensor in flatten_tensors(output):
-                try:
-                    storage = tensor.untyped_storage()
-                    key = (storage.data_ptr(), tensor.device)
-                    size = storage.nbytes()
-                except Exception:
-                    continue
-                if key not in owners:
-                    owners[key] = [size, 0]
-                    state["live"] += size
-                    state["peak"] = max(state["peak"], state["live"])
-                owners[key][1] += 1
-                weakref.finalize(tensor, release, key)
-            return output
 
-    with _Tracker():
-        result = run()
-    del result
-    return state["peak"]
+def _profiled_peak(forward: Callable[[], Any]) -> tuple[Any, int | None, str | None]:
+    """(output, peak bytes allocated while `forward` ran, None) from the profiler's memory events,
+    which observe the allocator without entering dispatch; (output, None, why) when they cannot."""
+    import torch
+    from torch.autograd.profiler import profile
+
+    try:
+        profiler = profile(profile_memory=True)
+        with _quiet_stderr():
+            profiler.__enter__()
+        try:
+            # A known allocation proves the profiler sees the allocator in this build.
+            sentinel = torch.empty(16, dtype=torch.uint8)
+            del sentinel
+            output = forward()
+        finally:
+            with _quiet_stderr():
+                profiler.__exit__(None, None, None)
+        events = [event for event in profiler.kineto_results.events() if event.name() == "[memory]"]
+    except Exception as error:
+        return None, None, f"the profiler could not record memory events ({type(error).__name__}: {error})"
+    if not events:
+        return output, None, "the profiler recorded no allocation events"
+    live = peak = 0
+    for event in sorted(events, key=lambda item: item.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return output, peak, None
+
+
+def measure_memory(forward: Callable[[], Any], backend, model, inputs: Any) -> MemoryMeasurement:
+    """Peak memory of one more call of `forward`, by the least intrusive means that works.
+
+    The device allocator's peak when the backend keeps one; else the weights, the inputs and the
+    peak of the allocations the profiler saw during the call. Measuring never changes what runs:
+    when a measurement cannot be taken the call runs without it and the peak is None ("not measured").
+    """
+    if backend.is_accelerator():
+        backend.reset_peak_memory_stats()
+    forward()
+    backend.synchronize()
+    peak = backend.memory_stat("max_memory_allocated")
+    if peak > 0:
+        return MemoryMeasurement(int(peak), "device allocator")
+    _, activations, why = _profiled_peak(forward)
+    if activations is None:
+        return MemoryMeasurement(None, "not measured", why)
+    return MemoryMeasurement(tensor_bytes(model) + tensor_bytes(inputs) + activations,
+                             "profiler memory events (weights + inputs + peak allocations)")
 
 
 def _compilation_count(backend) -> int | None:
@@ -206,15 +248,7 @@ def measure_side(
                 latencies.append((time.perf_counter() - started) * 1000.0)
                 if progress:
                     progress(f"timing {spec.label} at batch size {batch_size}")
-            memory_source = "device allocator"
-            if backend.is_accelerator():
-                backend.reset_peak_memory_stats()
-            forward()
-            backend.synchronize()
-            peak = backend.memory_stat("max_memory_allocated")
-            if peak <= 0:
-                memory_source = "tensor tracking (weights + inputs + peak live activations)"
-                peak = tensor_bytes(prepared) + tensor_bytes(inputs) + _live_tensor_peak(forward)
+            memory = measure_memory(forward, backend, prepared, inputs)
         mean = statistics.fmean(latencies) if latencies else 0.0
         samples_per_second = batch_size / (mean / 1000.0) if mean > 0 else 0.0
         result.batches.append(
@@ -229,8 +263,9 @@ def measure_side(
                 mean_ms=mean,
                 samples_per_second=samples_per_second,
                 units_per_second=samples_per_second * units_per_sample,
-                peak_memory_bytes=int(peak),
-                memory_source=memory_source,
+                peak_memory_bytes=memory.peak_bytes,
+                memory_source=memory.source,
+                memory_note=memory.note,
             )
         )
     return result

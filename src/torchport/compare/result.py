@@ -9,7 +9,7 @@ from typing import Any
 __all__ = ["SCHEMA_VERSION", "PerformanceCheck", "CompareResult", "STATUS_PASS", "STATUS_FAIL", "STATUS_SELF"]
 
 #: Bumped when the JSON layout changes incompatibly.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 STATUS_PASS = "pass"
 STATUS_FAIL = "fail"
 STATUS_SELF = "self-comparison"
@@ -67,7 +67,12 @@ class CompareResult:
         if self.parity is not None and not self.parity.passed:
             failed = len(self.parity.failed_nodes)
             first = self.parity.first_divergence
-            reasons.append(f"parity: {failed} node(s) disagree" + (f", first divergence at {first!r}" if first else ""))
+            problem = self.parity.coverage.model_output_problem
+            if problem:
+                reasons.append(f"parity: nothing of the model's output was compared: {problem}")
+            if failed or not problem:
+                reasons.append(f"parity: {failed} node(s) disagree"
+                               + (f", first divergence at {first!r}" if first else ""))
             if self.parity.unmatched:
                 reasons.append(f"parity: nodes on one side only: {self.parity.unmatched[:5]}")
         if self.training is not None and not self.training.passed:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from torchport.compare.devices import DeviceSpec, move_to, precision_context, prepare_model, side
 from torchport.compare.metrics import precision_rank
-from torchport.errors import DeviceSetupError
+from torchport.errors import DeviceSetupError, UsageError
 
 __all__ = [
     "TrainingTolerance",
@@ -93,6 +93,25 @@ def _relative(expected: float, actual: float) -> float:
     return abs(actual - expected) / max(abs(expected), 1e-12)
 
 
+def _loss_of(value: Any):
+    """The loss tensor in what a training step returned: the tensor itself, or the one tensor under a
+    `loss` key or attribute (a `ModelOutput`, a dataclass, a dict)."""
+    import torch
+
+    from torchport.compare.tree import flatten
+
+    if isinstance(value, torch.Tensor):
+        return value
+    flat = flatten(value)
+    losses = [tensor for path, tensor in flat.tensors if path in (".loss", "['loss']")]
+    if len(losses) == 1 and losses[0].numel() == 1:
+        return losses[0]
+    raise UsageError(
+        f"training_step returned {type(value).__name__} holding tensors at {[path for path, _ in flat.tensors][:6]}, "
+        "and no single-element 'loss' among them. Return the loss tensor (e.g. `return model(**batch).loss`)."
+    )
+
+
 def _train_side(model, spec: DeviceSpec, side_name: str, batches: list, training_step, optimizer_factory, seed: int,
                 progress: Callable[[str], None] | None):
     import torch
@@ -106,7 +125,7 @@ def _train_side(model, spec: DeviceSpec, side_name: str, batches: list, training
         optimizer.zero_grad(set_to_none=True)
         with side(side_name):
             with precision_context(spec, side_name):
-                loss = training_step(model, device_batch)
+                loss = _loss_of(training_step(model, device_batch))
             try:
                 loss.backward()
             except RuntimeError as error:

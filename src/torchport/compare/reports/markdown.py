@@ -11,8 +11,10 @@ __all__ = ["render_markdown", "write_markdown", "format_bytes"]
 _STATUS_MARK = {"pass": "PASS", "fail": "FAIL", "self-comparison": "SELF-COMPARISON (not a pass)"}
 
 
-def format_bytes(count: float) -> str:
-    """1536 -> '1.5 KiB'."""
+def format_bytes(count: float | None) -> str:
+    """1536 -> '1.5 KiB'; None (a measurement that could not be taken) -> 'not measured'."""
+    if count is None:
+        return "not measured"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(count) < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -31,6 +33,12 @@ def _parity_section(parity, limit: int) -> list[str]:
     failing = parity.failed_nodes
     lines.append(f"{len(parity.nodes)} nodes compared, {len(failing)} disagree."
                  + (f" First divergence: **{markdown_code(parity.first_divergence)}**." if parity.first_divergence else ""))
+    lines.append(f"Coverage: {parity.coverage.summary()}.")
+    not_compared = parity.coverage.not_compared
+    if not_compared:
+        lines.append(f"Not compared ({len(not_compared)}): "
+                     + "; ".join(f"{markdown_code(item['what'])}: {markdown_text(item['why'])}" for item in not_compared[:limit])
+                     + (" ..." if len(not_compared) > limit else ""))
     if parity.unmatched:
         lines.append(f"Ran on one side only: {', '.join(markdown_code(name) for name in parity.unmatched[:8])}"
                      + (" ..." if len(parity.unmatched) > 8 else ""))
@@ -82,6 +90,10 @@ def _performance_section(result) -> list[str]:
             lines.append(f"| {batch.batch_size} | {side_name} | {batch.warmup_seconds:.3f} | {compilations} "
                          f"| {batch.p50_ms:.3f} | {batch.p95_ms:.3f} | {batch.p99_ms:.3f} | {batch.units_per_second:.4g} "
                          f"| {format_bytes(batch.peak_memory_bytes)} |")
+    for side_name, side in (("reference", reference), ("target", target)):
+        for batch in side.batches:
+            if batch.peak_memory_bytes is None:
+                lines.append(f"- peak memory not measured on {side_name} at batch {batch.batch_size}: {batch.memory_note}")
     for check in result.performance_checks:
         lines.append(f"- {'ok' if check.passed else 'FAILED'}: {check.message}")
     lines.append("")
