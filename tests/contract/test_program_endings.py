@@ -94,6 +94,7 @@ RUN_ENDINGS = {
     "sigterm": ("import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\n", -signal.SIGTERM),
     "interrupt": ("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n", -signal.SIGINT),
     "syntax-error": ("import torch\nx = (\n", 1),
+    "refused-cuda-only-import": ("import torch\nimport triton\n", 1),
 }
 
 
