@@ -315,3 +315,12 @@ def test_default_preprocess_refuses_values_its_dtype_would_change(payload, fragm
 
     with pytest.raises(InvalidInput, match=fragment):
         default_preprocess(payload)
+
+
+def test_without_a_timeout_the_primary_runs_in_the_callers_thread_and_still_fails_over():
+    plan = FaultPlan()
+    with faulty(plan, timeout_s=None) as deployment:
+        assert deployment.predict({"inputs": sample(1)}).role == "primary"
+        for cause in ("error", "nonfinite", "oom"):
+            answer = deployment.predict({"inputs": sample(2, MARKERS[cause])})
+            assert (answer.role, answer.failover) == ("fallback", cause)

@@ -8,7 +8,8 @@ sends only a share of live traffic to the primary. `drain()` lets in-flight requ
 refuses new ones.
 
 Primary calls run on a worker pool so that a hung call can be abandoned at the timeout (Python
-cannot kill it; the call keeps its worker until it returns and is counted as abandoned). The
+cannot kill it; the call keeps its worker until it returns and is counted as abandoned); with
+`timeout_s=None` they run in the caller's thread, without that handoff and without a timeout. The
 fallback runs in the caller's thread, without a timeout: it is the last resort.
 """
 
@@ -206,14 +207,15 @@ class Deployment:
                  batch_max_size: int = 1, batch_wait_s: float = 0.002):
         from torchport.backends import resolve
 
-        if not timeout_s > 0:
-            raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. timeout_s=2.")
+        if timeout_s is not None and not timeout_s > 0:
+            raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. timeout_s=2 "
+                             "(or None: no timeout, the primary runs in the caller's thread).")
         if max_concurrency < 1:
             raise UsageError(f"max_concurrency={max_concurrency!r} must be at least 1.")
         if batch_max_size < 1 or not 0 <= batch_wait_s <= 1:
             raise UsageError(f"batch_max_size={batch_max_size!r}, batch_wait_s={batch_wait_s!r}: need a size >= 1 "
                              "(1: no batching) and a wait from 0 to 1 second, e.g. batch_max_size=8, batch_wait_s=0.002.")
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
         self.shadow_share = _share("shadow", shadow)
         self.canary_share = _share("canary", canary)
         self._shadow_pick = _Share(self.shadow_share)
@@ -384,6 +386,12 @@ class Deployment:
         return Answer(outputs, PRIMARY, self.primary.name)
 
     def _call_primary(self, inputs: Any) -> Any:
+        if self.timeout_s is None:  # no timeout to enforce: no handoff to a worker either
+            try:
+                outputs = self.primary.run(inputs)
+            except Exception as error:
+                raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
+            return self._finite(outputs)
         try:
             future = self._primary_pool.submit(self.primary.run, inputs)
         except RuntimeError as error:  # the pool is shut down
@@ -396,6 +404,10 @@ class Deployment:
             raise _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}") from None
         except BaseException as error:  # SystemExit from a model in a worker thread is a failure too
             raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
+        return self._finite(outputs)
+
+    @staticmethod
+    def _finite(outputs: Any) -> Any:
         bad = nonfinite_count(outputs)
         if bad:
             raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
