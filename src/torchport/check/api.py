@@ -16,7 +16,7 @@ import torch
 from torchport import emulated as device
 from torchport.check.bucketing import suggest_buckets
 from torchport.check.census import Census
-from torchport.check.report import Report, build_report
+from torchport.check.report import Report, build_report, not_emulated_verdict
 from torchport.errors import UsageError
 
 __all__ = ["check_model", "check_script"]
@@ -212,5 +212,5 @@ def check_script(script: str, arguments: list[str], target: str | None = None, t
     report.data["script_exit_code"] = ending.exit_code
     report.data["program"] = ending.to_dict()
     # A program that does not finish cleanly on the target is not ready, whatever the census says.
-    report.data["verdict"] = ending.verdict() or report.data["verdict"]
+    report.data["verdict"] = not_emulated_verdict(report.data, ending.verdict()) or ending.verdict() or report.data["verdict"]
     return report

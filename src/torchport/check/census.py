@@ -82,6 +82,8 @@ class Census:
         self.transfers = 0
         self.transfer_bytes = 0
         self.downcasts: dict[tuple[str, str, str], list[int]] = {}
+        #: (op, what) -> count of ops the emulated device does not emulate yet (emulator gaps)
+        self.not_emulated: Counter = Counter()
         self.steps = 0
         self.peak_memory = 0
         self._graph_hash = 0
@@ -116,6 +118,10 @@ class Census:
             self._close_graph()
         if name in SYNC_OPS:
             self.record_sync(name)
+
+    def record_not_emulated(self, op: str, what: str) -> None:
+        """Count an op the emulated device cannot run yet: a gap of the emulator, not a target fact."""
+        self.not_emulated[(op, what)] += 1
 
     def record_sync(self, kind: str) -> None:
         """Count one host sync (item, copy to the host, synchronize) at its call site."""

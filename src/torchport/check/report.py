@@ -94,6 +94,9 @@ class Report:
         lines.append(f"host syncs: {syncs['total']} ({syncs['per_step']:.1f} per step over {syncs['steps']} steps)")
         for site in syncs["sites"][:5]:
             lines.append(f"  {site['count']:>5}  {site['kind']} at {site['site']}")
+        for gap in data.get("not_emulated", []):
+            lines.append(f"not emulated yet (not checked; an emulator gap, not a {data['target']['name']} fact):"
+                         f" {gap['op']} x{gap['count']}: {gap['what']}")
         memory = data["memory"]
         lines.append(f"memory: peak {memory['peak_bytes'] / 2**20:.1f} MiB of {memory['target_bytes'] / 2**30:.0f} GiB"
                      f" ({memory['fraction']:.2%})")
@@ -150,6 +153,20 @@ def _fixes(census: Census, data: dict) -> list[dict]:
     return fixes
 
 
+def not_emulated_verdict(data: dict, forced: str | None) -> str | None:
+    """The verdict of a program that stopped at an op the emulated device does not emulate yet.
+
+    Such a stop says nothing about the target, so the program is "not checked" there, never
+    "blocked"; None when `forced` (the verdict the program's ending forces) has another cause.
+    """
+    gaps = data.get("not_emulated")
+    if not gaps or not forced or not forced.startswith("blocked: the program failed"):
+        return None
+    names = ", ".join(gap["op"] for gap in gaps[:3])
+    return (f"not checked: the program stopped at {names}, which the emulated device does not emulate yet"
+            " (an emulator gap, not a target fact); the report covers what ran before")
+
+
 def build_report(census: Census, numeric_effect: dict | None, buckets: BucketSuggestion | None, workload: str) -> Report:
     """Turn a census (and the measured downcast effect and bucketing) into a report."""
     profile = census.profile
@@ -187,6 +204,10 @@ def build_report(census: Census, numeric_effect: dict | None, buckets: BucketSug
         "memory": {"peak_bytes": census.peak_memory, "target_bytes": profile.memory_bytes,
                    "fraction": census.peak_memory / profile.memory_bytes},
         "transfers_to_host_for_fallbacks": census.transfers,
+        # Emulator gaps: what the emulated device could not run, so what this report did not check.
+        "not_emulated": [{"op": op, "what": what, "count": count}
+                         for (op, what), count in census.not_emulated.most_common()],
+        "not_emulated_count": sum(census.not_emulated.values()),
     }
     data["fixes"] = _fixes(census, data)
     unsupported = [op["name"] for op in data["ops"] if op["status"] == "unsupported"]

@@ -26,9 +26,10 @@ from torchport.emulated.storage import (
     wrap_new,
     wrap_view,
 )
+from torchport.emulated.errors import not_emulated
 from torchport.errors import EmulatedDeviceError
 
-__all__ = ["fallback", "install_special_ops", "unsupported_error"]
+__all__ = ["fallback", "account", "op_info", "install_special_ops", "unsupported_error", "layout_error", "install_layout_fallbacks"]
 
 _CPU = torch.device("cpu")
 
@@ -39,7 +40,7 @@ _CPU = torch.device("cpu")
 class _OpInfo:
     """What the fallback needs to know about one op overload."""
 
-    __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors")
+    __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors", "tensor_positions")
 
     def __init__(self, op) -> None:
         schema = op._schema
@@ -73,13 +74,18 @@ class _OpInfo:
         )
         self.mixing_allowed = schema.name in _MIXING_ALLOWED
         self.kwarg_tensors = len(positional) != len(schema.arguments)
+        # Tensor arguments C++ may pass as wrapped numbers (at::remainder(tensor, 4) inside
+        # take_along_dim): boxed into Python they arrive as plain numbers.
+        self.tensor_positions = tuple(
+            index for index, argument in enumerate(positional) if str(argument.type) == "Tensor"
+        )
 
 
 # Ops a real accelerator accepts CPU tensors in (indices are moved for you on CUDA).
 _MIXING_ALLOWED = {"aten::index", "aten::index_put_", "aten::_index_put_impl_", "aten::index_put"}
 
 
-def _op_info(op) -> _OpInfo:
+def op_info(op) -> _OpInfo:
     info = state.op_cache.get(op)
     if info is None:
         info = _OpInfo(op)
@@ -114,6 +120,17 @@ def _unwrap(value, info: _OpInfo, found: list):
     return value
 
 
+def _wrapped_number(value) -> torch.Tensor:
+    """The 0-dim CPU tensor C++ meant by a number in a Tensor argument (same type promotion)."""
+    if isinstance(value, bool):
+        return torch.tensor(value)
+    if isinstance(value, int):
+        return torch.tensor(value, dtype=torch.int64)
+    if isinstance(value, float):
+        return torch.tensor(value, dtype=torch.get_default_dtype())
+    return torch.tensor(value, dtype=torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64)
+
+
 def _check_dtype(dtype: torch.dtype, info_name: str) -> None:
     message = state.refused.get(dtype)
     if message is not None:
@@ -138,6 +155,8 @@ def _wrap_result(result, source, args, kwargs, info: _OpInfo, found=()):
         if isinstance(result, (list, tuple)):
             return type(result)(_wrap_result(item, source, args, kwargs, info, found) for item in result)
         return result
+    if result.layout != torch.strided:
+        raise layout_error(info.name, result.layout)
     if source is not None:
         kind, where, is_write = source
         original = args[where] if kind == "arg" else kwargs[where]
@@ -173,9 +192,12 @@ def fallback(op, *args, **kwargs):
     special = _SPECIAL.get(op)
     if special is not None:
         return special(op, args, kwargs)
-    info = state.op_cache.get(op) or _op_info(op)
+    info = state.op_cache.get(op) or op_info(op)
     found: list = []
     host_args = [_unwrap(value, info, found) for value in args]
+    for index in info.tensor_positions:
+        if index < len(host_args) and isinstance(host_args[index], (bool, int, float, complex)):
+            host_args[index] = _wrapped_number(host_args[index])
     host_kwargs = kwargs
     if kwargs:
         host_kwargs = {}
@@ -187,11 +209,7 @@ def fallback(op, *args, **kwargs):
             else:
                 value = _unwrap(value, info, found)
             host_kwargs[key] = value
-    recorder = state.recorder
-    if recorder is not None:
-        recorder.record_op(info, host_args, host_kwargs)
-    elif info.rule_status == "unsupported" and state.strict:
-        raise unsupported_error(info)
+    account(info, host_args, host_kwargs)
     result = op(*host_args, **host_kwargs)
     if info.scalar_result:
         return result
@@ -202,6 +220,15 @@ def fallback(op, *args, **kwargs):
             for index, item in enumerate(result)
         )
     return _wrap_result(result, returns[0] if returns else None, args, kwargs, info, found)
+
+
+def account(info: _OpInfo, host_args, host_kwargs) -> None:
+    """Report one op call to the census, or refuse it under strict mode when the profile says unsupported."""
+    recorder = state.recorder
+    if recorder is not None:
+        recorder.record_op(info, host_args, host_kwargs)
+    elif info.rule_status == "unsupported" and state.strict:
+        raise unsupported_error(info)
 
 
 def unsupported_error(info: _OpInfo) -> EmulatedDeviceError:
@@ -233,14 +260,14 @@ def _copy(op, args, kwargs):
         ):
             return destination
         if recorder is not None and is_device(destination):
-            recorder.record_op(_op_info(op), [destination_host, source_host], {})
+            recorder.record_op(op_info(op), [destination_host, source_host], {})
     else:
         source_host = source
         if recorder is not None:
             recorder.record_transfer(source.nbytes if isinstance(source, torch.Tensor) else 0)
     if recorder is not None and is_device(source) and is_device(destination):
         # Transfers are not compiled; only device-to-device copies belong to a graph.
-        recorder.record_op(_op_info(op), [destination_host, source_host], {})
+        recorder.record_op(op_info(op), [destination_host, source_host], {})
     if destination_host.dtype in state.refused and is_device(destination):
         _check_dtype(destination_host.dtype, "aten::copy_")
     destination_host.copy_(source_host, non_blocking=non_blocking)
@@ -303,3 +330,44 @@ def install_special_ops() -> None:
     for overload in ("source_Storage_storage_offset", "source_Storage", "source_Tensor", "default"):
         _SPECIAL[getattr(aten.set_, overload)] = _set
     _SPECIAL[aten.resize_.default] = _resize
+
+
+# -- layouts other than dense ----------------------------------------------------------------------
+
+#: dispatch key of device tensors in each non-dense layout -> the layout
+_LAYOUT_KEYS = {
+    "SparsePrivateUse1": torch.sparse_coo,
+    "SparseCsrPrivateUse1": torch.sparse_csr,
+}
+
+
+def layout_error(op_name: str, layout: torch.layout) -> Exception:
+    """Refused by the profile when it says the target lacks `layout`; otherwise not emulated yet."""
+    layout_name = str(layout).removeprefix("torch.")
+    profile = state.profile
+    layouts = profile.data.get("layouts") if profile is not None else None
+    rule = layouts.get(layout_name) if isinstance(layouts, dict) else None
+    if isinstance(rule, dict) and rule.get("status") in ("refused", "unsupported"):
+        why = rule.get("note") or rule.get("reason") or rule.get("source") or "the profile refuses it"
+        return EmulatedDeviceError(
+            f"Op {op_name}: layout torch.{layout_name} is not supported on target {profile.name!r} ({why}). "
+            f"Fix: {rule.get('fix') or 'use dense tensors (.to_dense()) on the device'}."
+        )
+    return not_emulated(op_name, f"torch.{layout_name} tensors on the device (only dense tensors are emulated)")
+
+
+def _layout_fallback(layout: torch.layout):
+    def refuse(op, *args, **kwargs):
+        schema = op._schema
+        name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+        raise layout_error(name, layout)
+
+    return refuse
+
+
+def install_layout_fallbacks(libraries: list) -> None:
+    """Every op on a sparse device tensor says what it is (refused or not emulated), never a C++ crash."""
+    for key, layout in _LAYOUT_KEYS.items():
+        library = torch.library.Library("_", "IMPL")
+        library.fallback(_layout_fallback(layout), key)
+        libraries.append(library)

@@ -13,7 +13,7 @@ import torch
 
 from torchport.emulated.state import DEVICE_TYPE
 
-__all__ = ["install", "install_device_paths", "EXCLUDED_OPS", "HOST_COMPOSITES"]
+__all__ = ["install", "install_device_paths", "install_host_pinning", "EXCLUDED_OPS", "HOST_COMPOSITES"]
 
 #: Ops that keep their composite path: the composite is what moves data between devices.
 EXCLUDED_OPS = frozenset(
@@ -158,15 +158,49 @@ def _fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_cx, grad_bias
 
 
-def _host_kernel(function):
-    """A PrivateUse1 kernel computing `function` on host views of its device arguments."""
+def _fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    # The fused GRU cell RNN.cpp picks for every non-CPU device. Same math and workspace layout as
+    # the CUDA kernel: gates r, z, n; workspace [r, z, n, hx, hidden n-gate] for backward.
+    if input_bias is not None:
+        input_gates = input_gates + input_bias
+        hidden_gates = hidden_gates + hidden_bias
+    input_reset, input_update, input_new = input_gates.chunk(3, 1)
+    hidden_reset, hidden_update, hidden_new = hidden_gates.chunk(3, 1)
+    reset_gate = (input_reset + hidden_reset).sigmoid()
+    update_gate = (input_update + hidden_update).sigmoid()
+    new_gate = (input_new + reset_gate * hidden_new).tanh()
+    hy = new_gate + update_gate * (hx - new_gate)
+    workspace = torch.cat([reset_gate, update_gate, new_gate, hx, hidden_new], 1)
+    return hy, workspace
+
+
+def _fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    reset_gate, update_gate, new_gate, hx, hidden_new = workspace.chunk(5, 1)
+    grad_hx = grad_hy * update_gate
+    grad_update = grad_hy * (hx - new_gate) * update_gate * (1 - update_gate)
+    grad_new = grad_hy * (1 - update_gate) * (1 - new_gate * new_gate)
+    grad_hidden_new = grad_new * reset_gate
+    grad_reset = grad_new * hidden_new * reset_gate * (1 - reset_gate)
+    grad_input_gates = torch.cat([grad_reset, grad_update, grad_new], 1)
+    grad_hidden_gates = torch.cat([grad_reset, grad_update, grad_hidden_new], 1)
+    grad_input_bias = grad_input_gates.sum(0) if has_bias else None
+    grad_hidden_bias = grad_hidden_gates.sum(0) if has_bias else None
+    return grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias
+
+
+def _host_kernel(op, function):
+    """A PrivateUse1 kernel computing `function` on host views of its device arguments (one op for the census)."""
+    from torchport.emulated.dispatch import account, op_info
     from torchport.emulated.storage import to_host, wrap_new
 
     def unwrap(value):
         return to_host(value) if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE else value
 
     def kernel(*args, **kwargs):
-        results = function(*[unwrap(value) for value in args], **{key: unwrap(value) for key, value in kwargs.items()})
+        host_args = [unwrap(value) for value in args]
+        host_kwargs = {key: unwrap(value) for key, value in kwargs.items()}
+        account(op_info(op), host_args, host_kwargs)
+        results = function(*host_args, **host_kwargs)
         return tuple(wrap_new(value) if isinstance(value, torch.Tensor) else value for value in results)
 
     return kernel
@@ -182,5 +216,70 @@ def install_device_paths(library) -> None:
             op = getattr(packet, overload)
             qualified = name if overload == "default" else f"{name}.{overload}"
             library.impl(qualified, _kernel_for(op, fallback), "PrivateUse1")
-    library.impl("_thnn_fused_lstm_cell", _host_kernel(_fused_lstm_cell), "PrivateUse1")
-    library.impl("_thnn_fused_lstm_cell_backward_impl", _host_kernel(_fused_lstm_cell_backward), "PrivateUse1")
+    aten = torch.ops.aten
+    for op, function in (
+        (aten._thnn_fused_lstm_cell.default, _fused_lstm_cell),
+        (aten._thnn_fused_lstm_cell_backward_impl.default, _fused_lstm_cell_backward),
+        (aten._thnn_fused_gru_cell.default, _fused_gru_cell),
+        (aten._thnn_fused_gru_cell_backward.default, _fused_gru_cell_backward),
+    ):
+        library.impl(op._schema.name.split("::")[1], _host_kernel(op, function), "PrivateUse1")
+    library.impl("_to_copy", _to_copy, "PrivateUse1")
+    install_host_pinning(library)
+
+
+_to_copy_op = torch.ops.aten._to_copy.default
+
+
+def _to_copy(tensor, **options):
+    # A non-blocking copy from an accelerator to the host lands in pinned memory (on CUDA, and in
+    # PyTorch's generic path for PrivateUse1), which a Python backend cannot allocate. The copy is
+    # synchronous on the emulated device anyway, so it is made a blocking one into pageable memory;
+    # everything else takes the generic path, as before.
+    device = options.get("device")
+    if options.get("non_blocking") and device is not None and torch.device(device).type == "cpu":
+        options["non_blocking"] = False
+    return _to_copy_op.redispatch(_CPU_KEYS, tensor, **options)
+
+
+# -- pinned host memory ----------------------------------------------------------------------------
+
+#: data pointers of host storages pinned for the emulated device (weakly: freed storages drop out)
+_pinned: dict[int, object] = {}
+
+
+def _is_pinned(tensor, device=None) -> bool:
+    return tensor.untyped_storage().data_ptr() in _pinned
+
+
+def _pin_memory(tensor, device=None):
+    # PyTorch asks the accelerator's hooks for a pinned allocator, which a Python backend cannot
+    # provide. Host memory of the emulated device is ordinary memory: a copy with the same geometry
+    # stands for the page-locked one, and is_pinned() answers True for it.
+    import weakref
+
+    pinned = torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype)
+    pinned.copy_(tensor)
+    storage = pinned.untyped_storage()
+    pointer = storage.data_ptr()
+    if pointer:
+        _pinned[pointer] = weakref.finalize(pinned, _pinned.pop, pointer, None)
+    return pinned
+
+
+def install_host_pinning(library) -> bool:
+    """Serve Tensor.pin_memory() and is_pinned() when the emulated device is the process's accelerator.
+
+    Returns False (and changes nothing) where another accelerator (CUDA, ...) owns pinned memory.
+    """
+    accelerator = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+    if accelerator is None or accelerator.type != DEVICE_TYPE:
+        return False
+    import warnings
+
+    with warnings.catch_warnings():
+        # PyTorch warns that the CPU's generic kernels are being overridden: that is the point.
+        warnings.simplefilter("ignore")
+        library.impl("is_pinned", _is_pinned, "CPU")
+        library.impl("_pin_memory", _pin_memory, "CPU")
+    return True

@@ -41,6 +41,7 @@ def register() -> None:
         library = torch.library.Library("_", "IMPL")
         library.fallback(dispatch.fallback, "PrivateUse1")
         _libraries.append(library)
+        dispatch.install_layout_fallbacks(_libraries)
         device_module.route_accelerator_calls()
         kernels.install()
         autocast.install()

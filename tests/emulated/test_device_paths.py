@@ -1,0 +1,109 @@
+"""Paths a PrivateUse1 device takes that only CUDA implements: served on the emulated device, and what it
+cannot run is named as an emulator gap ("not emulated"), apart from what the profile refuses."""
+
+import dataclasses
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+from torchport import emulated
+from torchport.check import check_script
+from torchport.check.census import Census
+from torchport.check.report import build_report
+from torchport.emulated.errors import NotEmulatedError
+from torchport.errors import EmulatedDeviceError
+
+DEVICE = emulated.DEVICE_TYPE
+
+
+def _step(module, inputs):
+    output = module(*inputs)
+    output = output[0] if isinstance(output, tuple) else output
+    output.pow(2).sum().backward()
+    return output.detach().cpu(), [parameter.grad.cpu() for parameter in module.parameters()]
+
+
+@pytest.mark.parametrize("build, shape", [
+    (lambda: nn.GRU(4, 6, num_layers=2, batch_first=True, bidirectional=True), (3, 5, 4)),
+    (lambda: nn.GRU(4, 6, bias=False), (5, 3, 4)),
+    (lambda: nn.GRUCell(4, 6), (3, 4)),
+    (lambda: nn.LSTM(4, 6, proj_size=3), (5, 3, 4)),
+])
+def test_fused_rnn_cells_match_the_cpu_forward_and_backward(target, build, shape):
+    target("neuron")
+    emulated.set_downcast_enabled(False)
+    torch.manual_seed(0)
+    module, inputs = build(), torch.randn(shape)
+    expected_output, expected_grads = _step(module, [inputs])
+    module.zero_grad()
+    output, grads = _step(module.to(DEVICE), [inputs.to(DEVICE)])
+    torch.testing.assert_close(output, expected_output, rtol=1e-5, atol=1e-6)
+    for grad, expected in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_take_along_dim_and_wrapped_numbers(target):
+    target("neuron")
+    values = torch.randn(4, 6)
+    order = values.argsort(1)
+    result = torch.take_along_dim(values.to(DEVICE), order.to(DEVICE), 1)
+    assert result.device.type == DEVICE
+    assert torch.equal(result.cpu(), torch.take_along_dim(values, order, 1))
+    assert torch.equal(torch.take_along_dim(values.to(DEVICE), order.to(DEVICE)).cpu(), torch.take_along_dim(values, order))
+
+
+def test_non_blocking_copy_to_the_host_and_pinned_memory(target):
+    target("neuron")
+    values = torch.randn(3, 4)
+    assert torch.equal(values.to(DEVICE).to("cpu", non_blocking=True), values)
+    pinned = values.t().pin_memory()
+    assert pinned.is_pinned() and not values.is_pinned()
+    assert pinned.stride() == values.t().stride() and torch.equal(pinned, values.t())
+    assert torch.equal(pinned.to(DEVICE, non_blocking=True).cpu(), values.t())
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(values), batch_size=2, pin_memory=True)
+    assert all(batch.is_pinned() for (batch,) in loader)
+
+
+def test_sparse_tensors_are_named_as_not_emulated_and_counted_in_the_report(target):
+    profile = target("neuron")
+    census = Census(profile)
+    with census.recording():
+        with pytest.raises(NotEmulatedError, match=r"aten::_to_sparse is not emulated yet.*not a fact about target 'neuron'"):
+            torch.eye(3, device=DEVICE).to_sparse()
+        indices, values = torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0])
+        with pytest.raises(NotEmulatedError, match="sparse_coo"):
+            torch.sparse_coo_tensor(indices, values, (2, 2), device=DEVICE)
+    report = build_report(census, numeric_effect=None, buckets=None, workload="sparse")
+    assert report.data["not_emulated_count"] == 2
+    assert report.data["not_emulated"][0]["op"] == "aten::_to_sparse"
+    assert "not emulated yet (not checked; an emulator gap, not a neuron fact): aten::_to_sparse x1" in report.text()
+    # An emulator gap is never written into the profile.
+    assert "layouts" not in profile.data and profile.op_rule("aten::_to_sparse") is None
+
+
+def test_a_profile_that_refuses_sparse_refuses_it_with_the_target_error(target):
+    profile = target("neuron")
+    refusing = dataclasses.replace(profile, data={**profile.data, "layouts": {
+        "sparse_coo": {"status": "refused", "note": "no sparse kernels", "fix": "keep the tensor dense"}}})
+    emulated.activate(refusing)
+    with pytest.raises(EmulatedDeviceError, match=r"aten::_to_sparse: layout torch.sparse_coo is not supported on target "
+                       r"'neuron' \(no sparse kernels\)\. Fix: keep the tensor dense") as caught:
+        torch.eye(3, device=DEVICE).to_sparse()
+    assert not isinstance(caught.value, NotEmulatedError)
+
+
+def test_a_program_stopped_by_an_emulator_gap_is_not_checked_rather_than_blocked(target, tmp_path):
+    script = tmp_path / "sparse_step.py"
+    script.write_text(textwrap.dedent(
+        """
+        import torch
+        weights = torch.randn(4, 4, device="cuda")
+        print(weights.sum().item())
+        weights.to_sparse()
+        """
+    ))
+    report = check_script(str(script), [], target="neuron")
+    assert report.verdict.startswith("not checked: the program stopped at aten::_to_sparse, which the emulated device")
+    assert report.data["not_emulated_count"] == 1
