@@ -1,9 +1,10 @@
 """Cost of a per-module parity run against the two plain forwards it compares, side by side.
 
-    .venv/bin/python benchmarks/bench_compare.py [--targets cpu:fp32,cpu:bf16,neuron-emulated] [--repeats 7]
+    .venv/bin/python benchmarks/bench_compare.py [--targets cpu:no-fp64,cpu:bf16,neuron-emulated] [--repeats 7]
 
 The parity run is everything `torchport compare` does for parity: copy the model for each side,
-hook every module, run both forwards, copy outputs to the host, compute the metrics of every node.
+run it once plainly, run it again with every module hooked (checked to reproduce the plain output bit
+for bit), copy outputs to the host, compute the metrics of every node.
 The plain forwards are the same two forwards on already-placed models, without hooks. Target:
 parity <= 3x the plain forwards, judged on the best of the interleaved repeats (the run least
 disturbed by other load on a shared machine); the median ratio is printed next to it.
@@ -66,7 +67,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", default="cpu")
-    parser.add_argument("--targets", default="cpu:fp32,cpu:bf16,neuron-emulated")
+    parser.add_argument("--targets", default="cpu:no-fp64,cpu:bf16,neuron-emulated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
