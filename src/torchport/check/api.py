@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from torchport import emulated as device
-from torchport.check.bucketing import suggest_buckets
+from torchport.check.bucketing import predict_compilations, suggest_buckets
 from torchport.check.census import Census
 from torchport.check.report import Report, build_report, not_emulated_verdict
 from torchport.errors import UsageError
@@ -169,7 +169,10 @@ def check_model(
             suggestion.verified_graphs = bucketed.graph_count()
     finally:
         device.set_downcast_enabled(previous)
-    return build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)
+    report = build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)
+    # What torchport.compile would compile on a static-shape target, with and without its buckets.
+    report.data["shapes"]["compile_prediction"] = predict_compilations(shapes)
+    return report
 
 
 def _default_target() -> str:

@@ -83,6 +83,10 @@ class Report:
             lines.append(f"  bucketing: {bucketing['distinct_shapes_before']} -> {bucketing['distinct_shapes_after']}"
                          f" compilations (verified: {bucketing['verified_compilations_after']}),"
                          f" padding overhead {bucketing['padding_overhead']:.0%}")
+        prediction = shapes.get("compile_prediction")
+        if prediction:
+            lines.append(f"  torchport.compile: {prediction['without_buckets']} compilation(s) without buckets,"
+                         f" {prediction['with_buckets']} with its power-of-two buckets")
         for hazard in data["dtypes"]["downcasts"]:
             lines.append(f"dtype: {hazard['from']} -> {hazard['to']} in {hazard['op']} x{hazard['count']}"
                          f" ({hazard['changed']} changed values)")
