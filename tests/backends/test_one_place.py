@@ -44,6 +44,16 @@ def _real_backends_with_profiles():
     return [backend for backend in backends.real_backends() if backend.name in profiles.names()]
 
 
+def test_a_builtin_backend_is_one_file_and_one_profile():
+    files = {path.stem for path in (SOURCE / "backends").glob("*.py")} - {"__init__", "base", "emulated"}
+    assert files == set(profiles.names())
+    for name in files:
+        backend = backends.get(name)
+        assert type(backend).__module__ == f"torchport.backends.{name}" and backend.name == name
+        assert profiles.load(name).device_type == backend.device_type
+        assert backends.get(f"{name}-emulated").profile() == profiles.load(name)
+
+
 @pytest.mark.parametrize("backend", _real_backends_with_profiles(), ids=lambda backend: backend.name)
 def test_capability_properties_read_the_profile_and_the_twin_makes_the_same_decisions(backend):
     profile = profiles.load(backend.name)

@@ -7,6 +7,7 @@ a `Backend` subclass decorated with `register`.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from importlib import metadata
 
 from torchport.backends.base import Backend, Probe
@@ -36,7 +37,8 @@ EMULATED_SUFFIX = "-emulated"
 #: The order `auto` tries backends in. The one place this order is written down.
 PRIORITY: tuple[str, ...] = ("cuda", "neuron", "xla", "xpu", "npu", "mps", "cpu")
 
-_BUILTIN_MODULES = ("cpu", "cuda", "xla", "neuron", "mps", "xpu", "npu")
+#: Modules of this package that are not devices; every other module here is one backend.
+_NOT_DEVICES = ("base", "emulated")
 _registry: dict[str, Backend] = {}
 _aliases: dict[str, str] = {}
 _loaded = False
@@ -56,7 +58,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in _BUILTIN_MODULES:
+    builtin = sorted(info.name for info in pkgutil.iter_modules(__path__) if info.name not in _NOT_DEVICES)
+    for module in builtin:
         try:
             importlib.import_module(f"torchport.backends.{module}")
         except ModuleNotFoundError as error:
