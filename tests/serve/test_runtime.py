@@ -324,3 +324,15 @@ def test_without_a_timeout_the_primary_runs_in_the_callers_thread_and_still_fail
         for cause in ("error", "nonfinite", "oom"):
             answer = deployment.predict({"inputs": sample(2, MARKERS[cause])})
             assert (answer.role, answer.failover) == ("fallback", cause)
+
+
+def test_shadow_share_flags_an_always_off_primary_at_the_stated_request():
+    # shadow=0.25, alarm after 3 mismatches: every 4th request is compared, the alarm rises at request 12.
+    with Deployment(lambda: PerturbedModel(0.05), primary=PRIMARY, fallback="cpu", shadow=0.25) as deployment:
+        for index in range(11):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert not deployment.shadow_monitor.alarm and deployment.shadow_monitor.comparisons == 2
+        deployment.predict({"inputs": sample(11)})
+        deployment.flush()
+        assert deployment.shadow_monitor.alarm and deployment.shadow_monitor.comparisons == 3

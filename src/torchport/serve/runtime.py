@@ -469,6 +469,11 @@ class Deployment:
     def _primary_failed(self, failure: _DeviceFailure) -> None:
         self.metrics.failover(failure.cause)
         self.breaker.record_failure()
+        if failure.cause == "oom" and self.primary.backend.is_accelerator():
+            try:  # give the allocator's cached blocks back, so the next request has a chance
+                self.primary.backend.device_module().empty_cache()
+            except Exception:
+                pass
 
     # -- background work -----------------------------------------------------------------------
     def _probe(self, inputs: Any) -> None:
@@ -513,7 +518,7 @@ class Deployment:
 
     def close(self) -> None:
         """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own)."""
-        self.drain(timeout_s=self.timeout_s)
+        self.drain(timeout_s=self.timeout_s or 5.0)
         self._primary_pool.shutdown(wait=False, cancel_futures=True)
         self._background.pool.shutdown(wait=False, cancel_futures=True)
 
