@@ -77,7 +77,7 @@ def twin(tmp_path_factory) -> dict[str, str]:
 def test_corpus_is_large_enough_and_names_are_unique():
     names = [idiom[0] for idiom in IDIOMS]
     assert len(names) == len(set(names))
-    assert len(names) >= 60
+    assert len(names) >= 80
 
 
 def _assert_same(twin: dict, retargeted: dict, form: str) -> None:
