@@ -402,7 +402,7 @@ class Deployment:
             if not future.cancel():
                 self._abandon(future)
             raise _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}") from None
-        except BaseException as error:  # SystemExit from a model in a worker thread is a failure too
+        except (Exception, SystemExit) as error:  # sys.exit() in the model is a failure too; Ctrl-C is not
             raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
         return self._finite(outputs)
 
