@@ -176,3 +176,34 @@ def test_the_report_states_coverage_and_what_was_not_compared():
     markdown = render_markdown(result)
     assert "2 of 2 module calls compared, 2 output tensors (16 elements)" in markdown
     assert "`(model) output ['step']`: not a tensor (int)" in markdown
+
+
+def test_the_html_report_states_coverage():
+    from torchport.compare.reports.html import render_html
+
+    result = _parity(lambda: OffsetHead(WRAPPERS["frozen dataclass"], 1.0e9))
+    page = render_html(result)
+    assert 'id="coverage"' in page and "model output: 2 tensor(s), 24 elements" in page
+    assert "(model) output .label" in page and "not a tensor (str)" in page
+
+
+def test_a_training_step_may_return_a_model_output_holding_the_loss():
+    from transformers.modeling_outputs import CausalLMOutput
+
+    class Regressor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 1)
+
+        def forward(self, x):
+            prediction = self.linear(x)
+            return CausalLMOutput(loss=prediction.pow(2).mean(), logits=prediction)
+
+    options = {"reference": "cpu", "target": "cpu:bf16", "batch_factory": lambda step: _inputs(4)[0],
+               "train_steps": 2, "performance": False, "parity": False}
+    result = compare(Regressor, None, training_step=lambda model, batch: model(batch), **options)
+    assert result.training.passed and result.training.reference_loss[0] > 0
+    from torchport.errors import UsageError
+
+    with pytest.raises(UsageError, match="no single-element 'loss'.*Return the loss tensor"):
+        compare(Regressor, None, training_step=lambda model, batch: {"logits": model(batch).logits}, **options)

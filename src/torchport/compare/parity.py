@@ -318,6 +318,7 @@ def run_parity(
         records[side_name], _, side_notes = _run_side(side_model, inputs, spec, side_name, per_op, seed)
         notes += side_notes
         del side_model
+    modules_called = sum(1 for record in records["reference"] if record.kind == "module")
     _drop_one_sided_recording(records, notes)
     reference_records = {record.key: record for record in records["reference"]}
     target_records = {record.key: record for record in records["target"]}
@@ -359,7 +360,7 @@ def run_parity(
     unmatched = sorted(set(reference_records) ^ set(target_records))
     # Operator sequences may differ legitimately (autocast, fused kernels); modules may not.
     unmatched_modules = [key for key in unmatched if "/" not in key]
-    coverage = _coverage(nodes, records, unmatched_modules, notes)
+    coverage = _coverage(nodes, records, unmatched_modules, notes, modules_called)
     failing = [node for node in nodes if not node.passed]
     first = next((node for node in failing if node.inputs_agree), None)
     if first is None and failing:
@@ -406,7 +407,7 @@ def _model_output_problem(root: NodeParity | None, reference_root: Record | None
 
 
 def _coverage(nodes: list[NodeParity], records: dict[str, list[Record]], unmatched_modules: list[str],
-              notes: list[dict[str, str]]) -> Coverage:
+              notes: list[dict[str, str]], modules_called: int) -> Coverage:
     modules = [node for node in nodes if node.kind == "module"]
     root = next((node for node in modules if node.name == ROOT), None)
     reference_root = next((record for record in records["reference"] if record.key == ROOT), None)
@@ -424,7 +425,7 @@ def _coverage(nodes: list[NodeParity], records: dict[str, list[Record]], unmatch
             not_compared.append({"what": f"{node.name} output", "why": "holds no tensor"})
     not_compared += [{"what": name, "why": "ran on one side only"} for name in unmatched_modules]
     return Coverage(
-        modules_called=sum(1 for record in records["reference"] if record.kind == "module"),
+        modules_called=modules_called,
         modules_compared=sum(1 for node in modules if node.tensors > 0),
         operators_compared=sum(1 for node in nodes if node.kind == "op" and node.tensors > 0),
         output_tensors_compared=sum(node.tensors for node in nodes),
