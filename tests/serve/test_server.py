@@ -53,6 +53,9 @@ def test_health_and_readiness(served):
     (b'{"inputs": [[1, 2], [3]]}', 400, "invalid_input"),
     (b'{"inputs": [[1.0, 2.0]]}', 422, "model_rejected_input"),
     (b'{"inputs": [' + b"1.0, " * 1000 + b"1.0]}", 413, "payload_too_large"),
+    (b'{"inputs": ' + b"[" * 2000 + b"]" * 2000 + b"}", 400, "invalid_input"),
+    (b"", 400, "invalid_input"),
+    (b"\xff\xfe", 400, "invalid_input"),
 ])
 def test_bad_requests_get_json_4xx_without_traceback(served, body, status, kind):
     deployment, client = served

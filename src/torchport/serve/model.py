@@ -61,7 +61,7 @@ def default_preprocess(payload: Any):
         # float64 first: exact for every integer a JSON client sends (up to 2**53), so the checks
         # below see the values as sent before they are converted.
         raw = torch.tensor(values, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as error:
+    except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError) as error:
         raise InvalidInput(f"'inputs' is not a rectangular array of numbers ({error}). "
                            "Every row must have the same length and hold only numbers.") from error
     if raw.numel() > MAX_INPUT_ELEMENTS:

@@ -87,8 +87,8 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             body = await read_body(request)
             try:
                 payload = json.loads(body)
-            except ValueError as error:
-                raise InvalidInput(f"The request body is not JSON ({error}). "
+            except (ValueError, RecursionError) as error:  # RecursionError: nesting too deep to parse
+                raise InvalidInput(f"The request body is not JSON ({type(error).__name__}: {error}). "
                                    'Send e.g. {"inputs": [[0.1, 0.2]]} with Content-Type: application/json.') from None
             if admitted["count"] >= admission_limit:
                 raise Overloaded(f"{admitted['count']} requests are running or queued; the limit is {admission_limit} "
