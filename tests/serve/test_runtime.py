@@ -336,3 +336,12 @@ def test_shadow_share_flags_an_always_off_primary_at_the_stated_request():
         deployment.predict({"inputs": sample(11)})
         deployment.flush()
         assert deployment.shadow_monitor.alarm and deployment.shadow_monitor.comparisons == 3
+
+
+def test_defaults_serve_on_the_auto_device_with_the_cpu_as_fallback():
+    from torchport.backends import resolve
+
+    with Deployment(make_linear) as deployment:
+        assert deployment.primary.name == resolve("auto").name and deployment.fallback.name == "cpu"
+        assert (deployment.timeout_s, deployment.shadow_share, deployment.canary_share) == (2.0, 0.0, 1.0)
+        assert deployment.batcher is None and deployment.predict({"inputs": sample(1)}).role == "primary"
