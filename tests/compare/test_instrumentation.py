@@ -279,3 +279,24 @@ def test_memory_that_cannot_be_measured_is_reported_not_measured_never_zero(monk
     assert any("peak memory not measured" in reason for reason in result.reasons)
     markdown = render_markdown(result)
     assert "not measured" in markdown and "0 B" not in markdown
+
+
+def test_a_model_that_does_not_reproduce_itself_is_still_compared_module_by_module():
+    import itertools
+
+    calls = itertools.count()
+
+    class Drifting(nn.Module):
+        """Adds a tiny offset that changes at every call, whatever the seed (like a nondeterministic kernel)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(WIDTH, 4)
+
+        def forward(self, x):
+            return self.linear(x) + next(calls) * 1e-7
+
+    result = compare(Drifting, sequence, reference="cpu", target="cpu:bf16", performance=False, batch_sizes=[2])
+    assert result.status == "pass", result.reasons
+    assert result.parity.coverage.modules_compared == result.parity.coverage.modules_called == 2
+    assert any(item["what"].startswith("bit-for-bit reproducibility") for item in result.parity.coverage.not_compared)
