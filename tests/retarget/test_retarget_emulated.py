@@ -56,3 +56,21 @@ def test_bundled_training_on_the_emulated_target_tracks_the_cpu(tmp_path):
     for emulated_loss, cpu_loss in zip(emulated["losses"], cpu["losses"]):
         assert abs(emulated_loss - cpu_loss) <= 1e-4 * abs(cpu_loss)
     assert abs(emulated["reloaded_loss"] - cpu["reloaded_loss"]) <= 1e-4 * abs(cpu["reloaded_loss"])
+
+
+def test_fused_optimizer_follows_the_targets_profile(program, tmp_path):
+    source = """
+    import torch
+    model = torch.nn.Linear(4, 2).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    model(torch.ones(3, 4, device="cuda")).sum().backward()
+    optimizer.step()
+    print("fused=" + str(optimizer.param_groups[0]["fused"]))
+    """
+    for device, fused in (("neuron-emulated", "False"), ("cpu", "True")):
+        report = tmp_path / f"{device}.json"
+        result = program(source, "--device", device, "--report", str(report))
+        assert result.returncode == 0, result.stderr
+        assert result.values()["fused"] == fused  # the neuron profile has no fused kernels; the CPU does
+        decisions = json.loads(report.read_text())["precision_decisions"]
+        assert ("fused optimizers" in decisions) == (fused == "False"), decisions
