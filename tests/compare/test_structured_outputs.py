@@ -207,3 +207,18 @@ def test_a_training_step_may_return_a_model_output_holding_the_loss():
 
     with pytest.raises(UsageError, match="no single-element 'loss'.*Return the loss tensor"):
         compare(Regressor, None, training_step=lambda model, batch: {"logits": model(batch).logits}, **options)
+
+
+def test_none_in_an_output_is_nothing_missing():
+    class WithoutWeights(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.attention(x, x, x, need_weights=False)  # (output, None)
+
+    result = compare(WithoutWeights, lambda batch_size: (torch.randn(batch_size, 3, 8),), reference="cpu",
+                     target="cpu:bf16", performance=False, batch_sizes=[2])
+    assert result.status == "pass", result.reasons
+    assert result.parity.coverage.not_compared == []

@@ -123,14 +123,15 @@ def describe_leaf(leaf: Any) -> str:
 
 
 def flatten(value: Any) -> Flat:
-    """Every leaf of `value`: tensors (with paths like `.logits` or `[0]['mask']`) and the rest."""
+    """Every leaf of `value`: tensors (with paths like `.logits` or `[0]['mask']`) and the other
+    values but None."""
     import torch
 
     tensors, others = [], []
     for path, leaf in _leaves_with_paths(value):
         if isinstance(leaf, torch.Tensor):
             tensors.append((path, leaf))
-        else:
+        elif leaf is not None:  # an absent value (attention weights not asked for) holds nothing to compare
             others.append((path, describe_leaf(leaf)))
     return Flat(tensors, others)
 
