@@ -125,6 +125,24 @@ def _truncated(project: Path) -> str:
 
 _COMPARE = {"kind": "torchport.compare"}
 
+def _failing_case(project: Path, body: str) -> str:
+    (project / "failing.py").write_text("import sys\nimport torch\n\n" + body)
+    return f"{project / 'failing.py'}:case"
+
+
+FORWARD_RAISES = ("class Broken(torch.nn.Module):\n    def forward(self, x):\n        raise RuntimeError('boom')\n\n"
+                  "def case():\n    return Broken(), torch.randn(2, 2)\n")
+
+# the user's code failing inside compare is named as theirs, with its line, never as an internal error
+ROWS += [
+    Row("compare-entry-exits", lambda p: ["compare", _failing_case(p, "def case():\n    sys.exit(3)\n")],
+        "called sys.exit(3)"),
+    Row("compare-entry-module-raises", lambda p: ["compare", _failing_case(p, "raise ImportError('no dep')\n")],
+        "raised ImportError: no dep"),
+    Row("compare-model-forward-raises", lambda p: ["compare", _failing_case(p, FORWARD_RAISES), "--no-performance",
+                                                   "--target", "cpu:bf16"], "failing.py:6"),
+]
+
 # values accepted without checking, or reported as internal errors, before
 ROWS += [
     Row("scan-max-file-size-true", lambda p: ["scan", _pyproject(p, "max-file-size = true")], "max-file-size"),

@@ -158,31 +158,11 @@ def _device(args, side_name: str, default: str) -> str:
     return value
 
 
-def run(args) -> int:
-    """Run the comparison, write the reports, print the summary; return the exit code."""
+def _compare(case: dict, args, unit, training_step, batch_sizes, thresholds):
+    """The comparison the flags ask for."""
     from torchport.compare.api import compare
-    from torchport.compare.cost import Unit
-    from torchport.compare.entry import load_case
-    from torchport.compare.metrics import parse_threshold_overrides
-    from torchport.compare.reports.json_report import to_document, write_json
-    from torchport.compare.reports.markdown import render_markdown
 
-    for name in ("iterations", "warmup", "train_steps"):
-        if getattr(args, name) < (1 if name == "iterations" else 0):
-            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; pass a positive number.")
-    _check_numbers(args)
-    batch_sizes = _positive_integers(args.batch_sizes) if args.batch_sizes else None
-    _check_outputs(args)
-    if args.baseline:  # a bad baseline fails now, not after the sweep
-        from torchport.compare.baseline import load_baseline
-
-        _check_baseline_shape(load_baseline(args.baseline), args.baseline)
-    case = load_case(args.entry)
-    unit = case.get("unit")
-    if isinstance(unit, str):
-        unit = Unit(unit, float(case.get("units_per_sample", 1.0)))
-    training_step = None if args.no_training else case.get("training_step")
-    result = compare(
+    return compare(
         case["model"],
         case.get("inputs"),
         reference=_device(args, "reference", "cpu"),
@@ -191,7 +171,7 @@ def run(args) -> int:
         seed=args.seed,
         parity=not args.no_parity,
         per_op=args.per_op,
-        thresholds=parse_threshold_overrides(args.threshold),
+        thresholds=thresholds,
         training_step=training_step,
         batch_factory=case.get("batch_factory"),
         train_steps=args.train_steps,
@@ -210,6 +190,55 @@ def run(args) -> int:
         regression_tolerance=args.regression_tolerance,
         model_name=case["name"],
     )
+
+
+def _model_error(error: Exception, entry: str) -> Exception:
+    """A UsageError naming the model's line when the innermost frame is outside torchport; else `error`
+    itself (an internal error)."""
+    import traceback
+
+    from torchport.errors import TorchportError
+
+    if isinstance(error, TorchportError) or os.environ.get("TORCHPORT_DEBUG"):
+        return error
+    frames = traceback.extract_tb(error.__traceback__)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    if not frames or frames[-1].filename.startswith(package):
+        return error
+    own = [frame for frame in frames if not frame.filename.startswith(package) and "site-packages" not in frame.filename]
+    where = f" at {own[-1].filename}:{own[-1].lineno}" if own else ""
+    return UsageError(f"The model of {entry!r} raised {type(error).__name__}: {error}{where} during the comparison. "
+                      "Fix the model so it runs on both devices (TORCHPORT_DEBUG=1 shows the traceback).")
+
+
+def run(args) -> int:
+    """Run the comparison, write the reports, print the summary; return the exit code."""
+    from torchport.compare.cost import Unit
+    from torchport.compare.entry import load_case
+    from torchport.compare.metrics import parse_threshold_overrides
+    from torchport.compare.reports.json_report import to_document, write_json
+    from torchport.compare.reports.markdown import render_markdown
+
+    for name in ("iterations", "warmup", "train_steps"):
+        if getattr(args, name) < (1 if name == "iterations" else 0):
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; pass a positive number.")
+    _check_numbers(args)
+    thresholds = parse_threshold_overrides(args.threshold)
+    batch_sizes = _positive_integers(args.batch_sizes) if args.batch_sizes else None
+    _check_outputs(args)
+    if args.baseline:  # a bad baseline fails now, not after the sweep
+        from torchport.compare.baseline import load_baseline
+
+        _check_baseline_shape(load_baseline(args.baseline), args.baseline)
+    case = load_case(args.entry)
+    unit = case.get("unit")
+    if isinstance(unit, str):
+        unit = Unit(unit, float(case.get("units_per_sample", 1.0)))
+    training_step = None if args.no_training else case.get("training_step")
+    try:
+        result = _compare(case, args, unit, training_step, batch_sizes, thresholds)
+    except Exception as error:  # noqa: BLE001 - the model's own fault is the user's to fix, not ours
+        raise _model_error(error, args.entry) from error
     if args.json_path:
         write_json(result, args.json_path)
     if args.html_path:

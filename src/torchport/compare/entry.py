@@ -41,6 +41,13 @@ def _import(module_text: str, entry: str):
                          "Run from the directory that holds it, or write PATH/TO/FILE.py:FUNCTION.") from error
 
 
+def _failure(error: BaseException) -> str:
+    """'raised ValueError: ...' or 'called sys.exit(3)'."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({error.code!r})"
+    return f"raised {type(error).__name__}: {error}"
+
+
 def load_case(entry: str) -> dict[str, Any]:
     """Import the entry point, call it, and return the case as a dict with at least `model`."""
     import torch
@@ -48,7 +55,13 @@ def load_case(entry: str) -> dict[str, Any]:
     module_text, colon, function_name = entry.rpartition(":")
     if not colon or not module_text or not function_name:
         raise UsageError(f"Entry point {entry!r} is not MODULE:FUNCTION. Example: mypackage.models:make_case.")
-    module = _import(module_text, entry)
+    try:
+        module = _import(module_text, entry)
+    except UsageError:
+        raise
+    except (Exception, SystemExit) as error:  # the module's own top-level code failed or exited
+        raise UsageError(f"Entry point {entry!r}: importing {module_text!r} {_failure(error)}. "
+                         "Fix the module so it imports cleanly.") from error
     function = getattr(module, function_name, None)
     if not callable(function):
         available = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
@@ -56,8 +69,8 @@ def load_case(entry: str) -> dict[str, Any]:
                          f"Callables there: {available[:15]}.")
     try:
         value = function()
-    except Exception as error:
-        raise UsageError(f"Entry point {entry!r} raised {type(error).__name__}: {error}. "
+    except (Exception, SystemExit) as error:
+        raise UsageError(f"Entry point {entry!r} {_failure(error)}. "
                          "Fix the function so it returns (model, inputs).") from error
     if isinstance(value, dict):
         case = dict(value)
