@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", default=None,
                         help="fail on anything unsupported or silently ignored")
     parser.add_argument("--report", metavar="FILE", help="write a JSON report of what was redirected")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the models the program moves to the device (torchport.compile: "
+                             "shape buckets, host fallback, a placement report)")
     parser.add_argument("--scope", metavar="PATH", action="append", default=[],
                         help="also retarget code under PATH (repeatable; or $TORCHPORT_SCOPE)")
     parser.add_argument("--no-scope", metavar="PATH", action="append", default=[], dest="no_scope",
@@ -63,6 +66,10 @@ def run(args) -> int:
                               args.no_scope, args.verbose)
     retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],
                         options["report"], options["no_scope"], options["verbose"])
+    if args.compile:
+        from torchport.compile.run import install
+
+        install(retarget)
     if args.module:
         return run_module(args.module[0], args.module[1:], retarget)
     return run_script(args.program[0], args.program[1:], retarget)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import sys
 import types
 
-from torchport.compile.api import PRECISIONS, CompiledModule, compile
+from torchport.compile.api import PRECISIONS, CompiledModule, Runner, attach, compile, detach
 from torchport.compile.backend import CompileFallbackError, TorchportBackend, backend_report, torchport_backend
 from torchport.compile.report import CompileReport, OpPlacement
 
 __all__ = [
-    "compile", "CompiledModule", "CompileReport", "OpPlacement", "CompileFallbackError", "TorchportBackend",
+    "compile", "attach", "detach", "Runner", "CompiledModule", "CompileReport", "OpPlacement", "CompileFallbackError", "TorchportBackend",
     "torchport_backend", "backend_report", "PRECISIONS",
 ]
 

@@ -19,7 +19,7 @@ from torchport.compile.backend import CompileFallbackError, TorchportBackend
 from torchport.compile.bucketing import Bucketer, parse_buckets
 from torchport.errors import UsageError
 
-__all__ = ["compile", "CompiledModule", "PRECISIONS"]
+__all__ = ["compile", "CompiledModule", "Runner", "attach", "detach", "PRECISIONS"]
 
 #: `precision=`: None follows `torchport run --precision` (which already acts on the program's
 #: autocast regions); the others wrap every compiled call in the policy's autocast.
@@ -44,55 +44,48 @@ def _autocast(policy: str | None, backend):
     return lambda: torch.autocast(device_type, dtype=dtype)
 
 
-class CompiledModule(torch.nn.Module):
-    """A module compiled for a target: call it like the original; `report` says what happened.
+class Runner:
+    """The call logic shared by CompiledModule and `attach`: observe, probe, pad, call, slice, report."""
 
-    Parameters are the original module's (shared, not copied); state_dict and load_state_dict use the
-    original's keys, so checkpoints stay loadable without torchport.
-    """
-
-    def __init__(self, module: torch.nn.Module, backend: TorchportBackend, bucketer: Bucketer | None,
+    def __init__(self, module: torch.nn.Module, function, backend: TorchportBackend, bucketer: Bucketer | None,
                  precision: str | None) -> None:
-        super().__init__()
         self.module = module
-        self.torchport_backend = backend
+        self.function = function  # the eager forward (never the compiled or attached one)
+        self.backend = backend
         self.report = backend.report
         self.bucketer = bucketer
-        self._autocast = _autocast(precision, backend.backend)
+        self.autocast = _autocast(precision, backend.backend)
         self.report.precision = precision or "as the program's autocast regions ask (torchport run policy)"
-        self._compiled = torch.compile(module, backend=backend, dynamic=False)
-        self._eager = False
+        self.compiled = torch.compile(function, backend=backend, dynamic=False)
+        self.eager_reason: str | None = None
 
-    # -- checkpoints keep the original keys ----------------------------------------------------
-    def state_dict(self, *args, **kwargs):
-        return self.module.state_dict(*args, **kwargs)
+    def _context(self):
+        return self.autocast() if self.autocast is not None else contextlib.nullcontext()
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
-
-    # -- calls -------------------------------------------------------------------------------
     def _call_compiled(self, leaves, spec):
         args, kwargs = tree_unflatten(leaves, spec)
         config = torch._dynamo.config
         with contextlib.ExitStack() as stack:
             stack.enter_context(config.patch(capture_dynamic_output_shape_ops=True,
                                              recompile_limit=max(config.recompile_limit, _RECOMPILE_LIMIT)))
-            if self._autocast is not None:
-                stack.enter_context(self._autocast())
-            return self._compiled(*args, **kwargs)
+            stack.enter_context(self._context())
+            return self.compiled(*args, **kwargs)
+
+    def _call_plain(self, leaves, spec):
+        args, kwargs = tree_unflatten(leaves, spec)
+        with self._context():
+            return self.function(*args, **kwargs)
 
     def _call_eager(self, leaves, spec, reason: str):
         self.report.eager_calls += 1
         self.report.ran_eagerly(reason)
-        args, kwargs = tree_unflatten(leaves, spec)
-        with self._autocast() if self._autocast is not None else contextlib.nullcontext():
-            return self.module(*args, **kwargs)
+        return self._call_plain(leaves, spec)
 
-    def forward(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs):
         self.report.calls += 1
         leaves, spec = tree_flatten((args, kwargs))
-        if self._eager:
-            return self._call_eager(leaves, spec, self._eager)
+        if self.eager_reason:
+            return self._call_eager(leaves, spec, self.eager_reason)
         bucketer = self.bucketer
         if bucketer is None:
             return self._guarded(leaves, spec)
@@ -108,15 +101,10 @@ class CompiledModule(torch.nn.Module):
             self.report.padded_calls += 1
         before = self.report.compilations
         result = self._guarded(padded, spec)
-        if self.report.compilations == before and not self._eager:
+        if self.report.compilations == before and not self.eager_reason:
             self.report.bucket_hits += 1
         output_leaves, output_spec = tree_flatten(result)
         return tree_unflatten(bucketer.slice(output_leaves, plan), output_spec)
-
-    def _call_plain(self, leaves, spec):
-        args, kwargs = tree_unflatten(leaves, spec)
-        with self._autocast() if self._autocast is not None else contextlib.nullcontext():
-            return self.module(*args, **kwargs)
 
     def _guarded(self, leaves, spec):
         """The compiled call; a compile failure runs the model eagerly from then on and says why."""
@@ -126,10 +114,40 @@ class CompiledModule(torch.nn.Module):
             strict_failure = _find(error, CompileFallbackError)
             if strict_failure is not None:
                 raise strict_failure from None
-            if not isinstance(error, torch._dynamo.exc.TorchDynamoException) or self.torchport_backend.strict:
+            if not isinstance(error, torch._dynamo.exc.TorchDynamoException) or self.backend.strict:
                 raise
-            self._eager = f"compilation failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
-            return self._call_eager(leaves, spec, self._eager)
+            self.eager_reason = f"compilation failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            return self._call_eager(leaves, spec, self.eager_reason)
+
+
+class CompiledModule(torch.nn.Module):
+    """A module compiled for a target: call it like the original; `report` says what happened.
+
+    Parameters are the original module's (shared, not copied); state_dict and load_state_dict use the
+    original's keys, so checkpoints stay loadable without torchport; other attributes (a model's own
+    methods) are the original's.
+    """
+
+    def __init__(self, module: torch.nn.Module, runner: Runner) -> None:
+        super().__init__()
+        self.module = module
+        object.__setattr__(self, "runner", runner)
+        self.report = runner.report
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["module"], name)
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def forward(self, *args, **kwargs):
+        return self.runner(*args, **kwargs)
 
 
 def _find(error: BaseException, kind):
@@ -165,6 +183,11 @@ def compile(model: torch.nn.Module, target=None, buckets="auto", fallback: str =
         )
     if precision not in PRECISIONS:
         raise UsageError(f"Unknown precision {precision!r}. Allowed: {', '.join(map(str, PRECISIONS))}.")
+    runner = _runner(model, model.forward, target, buckets, fallback, strict, precision, profile, compiler, pad_value)
+    return CompiledModule(model, runner)
+
+
+def _runner(model, function, target, buckets, fallback, strict, precision, profile, compiler, pad_value) -> Runner:
     backend = TorchportBackend(target, fallback=fallback, strict=strict, profile=profile)
     if compiler is not None:
         backend.compiler = backend.report.compiler = compiler
@@ -172,4 +195,26 @@ def compile(model: torch.nn.Module, target=None, buckets="auto", fallback: str =
     bucketer = Bucketer(spec, pad_value) if spec is not None else None
     if bucketer is None:
         backend.report.note("buckets=None: every new input shape compiles a new graph")
-    return CompiledModule(model, backend, bucketer, precision)
+    return Runner(model, function, backend, bucketer, precision)
+
+
+def attach(module: torch.nn.Module, **options) -> Runner:
+    """Compile `module` in place: its `forward` becomes the compiled one (same object, same state_dict,
+    hooks and methods); returns the Runner, whose `report` says what happened. Options as `compile`.
+    Used by `torchport run --compile`. A module attached this way cannot be deep-copied or pickled
+    whole (its state_dict can); `detach(module)` restores the original forward."""
+    existing = module.__dict__.get("forward")
+    if isinstance(existing, Runner):
+        return existing
+    function = type(module).forward.__get__(module)
+    runner = _runner(module, function, options.get("target"), options.get("buckets", "auto"),
+                     options.get("fallback", "host"), options.get("strict", False), options.get("precision"),
+                     options.get("profile"), options.get("compiler"), options.get("pad_value", 0))
+    module.forward = runner
+    return runner
+
+
+def detach(module: torch.nn.Module) -> None:
+    """Undo `attach`: the module's class forward runs again."""
+    if isinstance(module.__dict__.get("forward"), Runner):
+        del module.__dict__["forward"]
