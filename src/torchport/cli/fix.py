@@ -64,9 +64,27 @@ def _outside(path: str, roots: list[str]) -> str | None:
     return real
 
 
+def _fix_file(source, kind: str, codes: tuple[str, ...], unsafe: bool, legacy: bool):
+    """Fix one source: a Python file, or a notebook's code cells (the result then holds its JSON)."""
+    from torchport import notebooks
+    from torchport.fix.engine import fix_source
+    from torchport.fix.sources import NotProcessed
+
+    if kind == "python":
+        return fix_source(source.text, source.path, codes, unsafe=unsafe, legacy=legacy)
+    try:
+        notebook = notebooks.load(source.raw)
+        result = fix_source(notebooks.to_python(notebook, marks=True), source.path, codes, unsafe=unsafe, legacy=legacy)
+        if result.changed and not result.error:
+            result.original, result.fixed = source.text, notebooks.dump(notebooks.from_python(notebook, result.fixed))
+    except notebooks.NotebookError as error:
+        raise NotProcessed(str(error)) from error
+    return result
+
+
 def run(args) -> int:
     from torchport.cli.scan import check_paths, resolve_selection
-    from torchport.fix.engine import fix_source, unified_diff, unsafe_reason
+    from torchport.fix.engine import unified_diff, unsafe_reason
     from torchport.fix.sources import NotProcessed, check_writable, read_source, write_source
     from torchport.rules.base import FixSafety
     from torchport.scan.config import load_config
@@ -82,7 +100,7 @@ def run(args) -> int:
     left: list = []
     problems = dict(discovery.problems)
     for path, kind in discovery.files:
-        if kind != "python":
+        if kind not in ("python", "notebook"):
             continue
         real = _outside(path, roots)
         if real is not None:
@@ -93,7 +111,11 @@ def run(args) -> int:
         except NotProcessed as reason:
             problems[path] = f"{reason}; left as is"
             continue
-        result = fix_source(source.text, path, codes, unsafe=args.unsafe_fixes, legacy=legacy)
+        try:
+            result = _fix_file(source, kind, codes, args.unsafe_fixes, legacy)
+        except NotProcessed as reason:
+            problems[path] = f"{reason}; left as is"
+            continue
         if result.error:
             problems[path] = f"{result.error}; left as is"
             continue

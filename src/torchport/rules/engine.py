@@ -315,4 +315,8 @@ def analyze(source: bytes, path: str, kind: str, codes: tuple[str, ...]) -> File
     """Dispatch on the file kind ('python' or one of the text kinds)."""
     if kind == "python":
         return analyze_python(source, path, codes)
+    if kind == "notebook":
+        from torchport.notebooks import analyze_notebook
+
+        return analyze_notebook(source, path, codes)
     return analyze_text(source, path, kind, codes)

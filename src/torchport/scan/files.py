@@ -24,6 +24,7 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 _REQUIREMENTS = re.compile(r"(.*requirements.*|constraints.*)\.(txt|in)$", re.IGNORECASE)
 _SUFFIX_KINDS = {
     ".py": "python",
+    ".ipynb": "notebook",  # code cells, read by torchport.notebooks
     ".cu": "cuda",
     ".cuh": "cuda",
     ".sh": "shell",
@@ -42,7 +43,7 @@ _SUFFIX_KINDS = {
 
 
 def file_kind(path: str) -> str | None:
-    """'python', 'cuda', 'requirements', 'pyproject', 'shell', 'config', 'dockerfile',
+    """'python', 'notebook', 'cuda', 'requirements', 'pyproject', 'shell', 'config', 'dockerfile',
     'makefile', or None for files no rule reads."""
     name = os.path.basename(path)
     if name == "pyproject.toml":
