@@ -204,3 +204,17 @@ def test_fix_does_not_replace_a_file_edited_while_it_ran(tmp_path, run_cli, monk
     code, _output, error = run_cli("fix", "--unsafe-fixes", ".")
     assert "the user saved this line" in path.read_text()
     assert code == 1 and "not processed" in error
+
+
+def test_interrupted_scan_writes_no_report_and_no_temporary_file(tmp_path, run_cli, monkeypatch):
+    from torchport.scan import runner
+
+    _write(tmp_path, "a.py", "import torch\n" + CUDA_LINE)
+
+    def interrupted(*arguments, **options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "scan_paths", interrupted)
+    code, _output, error = run_cli("scan", "--output", "report.json", ".")
+    assert code == 130 and "interrupted" in error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.py"]

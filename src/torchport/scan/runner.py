@@ -12,7 +12,6 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -154,12 +153,11 @@ class _Cache:
     def save(self) -> None:
         if not self.path or not self.dirty:
             return
+        from torchport.fileio import atomic_write
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(handle, "w") as stream:
-                json.dump(self.entries, stream, separators=(",", ":"))
-            os.replace(temporary, self.path)
+            atomic_write(self.path, json.dumps(self.entries, separators=(",", ":")))
         except OSError:
             pass  # the cache is an optimisation: failing to write it must not fail the scan
 
