@@ -134,6 +134,17 @@ def test_a_bad_profile_value_names_file_key_value_and_what_is_allowed(tmp_path, 
     assert "Traceback" not in errors[0]
 
 
+def test_a_profile_without_required_keys_names_them_and_the_way_out(tmp_path):
+    document = yaml.safe_load((profiles.PROFILE_DIRECTORY / "xpu.yaml").read_text())
+    del document["capabilities"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ProfileError) as info:
+        profiles.load(path)
+    assert str(path) in str(info.value) and "lacks the required key(s) capabilities" in str(info.value)
+    assert "extends: <target>" in str(info.value)
+
+
 def test_a_missing_profile_file_is_named_as_a_missing_file_not_an_unknown_target(tmp_path):
     with pytest.raises(ProfileError, match=r"Profile file '.*gone.yaml' does not exist") as info:
         profiles.load(tmp_path / "gone.yaml")

@@ -231,6 +231,11 @@ def _validate(document: dict, path: Path) -> None:
     try:
         validate(document)
     except SchemaViolation as error:
+        if error.missing:
+            raise ProfileError(
+                f"Profile {str(path)!r}: {error.where} lacks the required key(s) {', '.join(error.missing)}. "
+                "Add them, or start with 'extends: <target>' to inherit them from a built-in profile."
+            ) from None
         raise ProfileError(
             f"Profile {str(path)!r}: {error.where} = {error.value!r} is not allowed: {error.allowed}. "
             "Fix the file (the built-in profiles in torchport/profiles are complete examples)."

@@ -128,11 +128,13 @@ PROFILE_SCHEMA: dict = {
 class SchemaViolation(ValueError):
     """One place where a document breaks the schema: `where` (a key path), the value, what is allowed."""
 
-    def __init__(self, where: str, value, allowed: str):
+    def __init__(self, where: str, value, allowed: str, missing: tuple[str, ...] = ()):
         self.where = where
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{where} = {value!r}: {allowed}")
+        #: Required keys the mapping at `where` lacks (then `value` is not the point).
+        self.missing = missing
+        super().__init__(f"{where} lacks {', '.join(missing)}" if missing else f"{where} = {value!r}: {allowed}")
 
 
 _TYPES = {
@@ -181,7 +183,7 @@ def validate(document, schema: dict = PROFILE_SCHEMA, where: str = "") -> None:
     prefix = f"{where}." if where else ""
     missing = [key for key in schema.get("required", ()) if key not in document]
     if missing:
-        raise SchemaViolation(label, sorted(document), f"lacks required key(s) {', '.join(missing)}")
+        raise SchemaViolation(label, None, "", missing=tuple(missing))
     if len(document) < schema.get("minProperties", 0):
         raise SchemaViolation(label, document, f"needs at least {schema['minProperties']} entry(ies)")
     properties = schema.get("properties", {})
