@@ -398,11 +398,16 @@ def _elements(metrics) -> int:
 
 def _drop_one_sided_recording(records: dict[str, list[Record]], notes: list[dict[str, str]]) -> None:
     """Where a side could record only part of what was asked, compare the part both sides recorded."""
-    if not notes:
+    lost = [note["what"] for note in notes]
+    modules_lost = any(what.startswith("module outputs") for what in lost)
+    operators_lost = modules_lost or any(what.startswith("operator outputs") for what in lost)
+    if not operators_lost:
         return
+    # Modules that ran on one side only are still a finding, unless a side's module recording was cut.
     common = {record.key for record in records["reference"]} & {record.key for record in records["target"]}
     for side_name in records:
-        records[side_name] = [record for record in records[side_name] if record.key in common]
+        records[side_name] = [record for record in records[side_name]
+                              if record.key in common or (record.kind == "module" and not modules_lost)]
 
 
 def _model_output_problem(root: NodeParity | None, reference_root: Record | None) -> str | None:
