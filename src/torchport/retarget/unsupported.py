@@ -7,13 +7,37 @@ packages and, in `fix_title`, what to use instead. One source for scan, fix and 
 from __future__ import annotations
 
 import functools
+import json
+import os
 
 __all__ = ["cuda_only_packages", "CudaOnlyImportError"]
 
 
 @functools.lru_cache(maxsize=1)
 def cuda_only_packages() -> dict[str, str]:
-    """Top-level package name -> what to use instead (an imperative sentence)."""
+    """Top-level package name -> what to use instead (an imperative sentence).
+
+    Read from the rule catalogue once, then from a cache file keyed by the catalogue's files
+    (loading every rule costs more than the rest of `torchport run`'s start-up).
+    """
+    cache = _cache_file()
+    try:
+        with open(cache, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        pass
+    table = _from_catalogue()
+    try:
+        from torchport.fileio import atomic_write
+
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        atomic_write(cache, json.dumps(table, sort_keys=True))
+    except OSError:
+        pass  # a read-only home: the catalogue is read each time
+    return table
+
+
+def _from_catalogue() -> dict[str, str]:
     from torchport.rules import all_rules
     from torchport.rules.patterns import ImportRule
 
@@ -23,6 +47,24 @@ def cuda_only_packages() -> dict[str, str]:
             for package in rule.packages:
                 table[package] = rule.fix_title
     return table
+
+
+def _cache_file() -> str:
+    """`<cache>/retarget/cuda-only-<digest>.json`, the digest covering every rule file's path, size and mtime."""
+    import hashlib
+
+    import torchport
+
+    rules = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
+    digest = hashlib.sha256(getattr(torchport, "__version__", "").encode())
+    for folder, _, files in sorted(os.walk(rules)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                status = os.stat(os.path.join(folder, name))
+                digest.update(f"{folder}/{name}:{status.st_size}:{status.st_mtime_ns};".encode())
+    base = os.environ.get("TORCHPORT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "torchport")
+    return os.path.join(base, "retarget", f"cuda-only-{digest.hexdigest()[:16]}.json")
 
 
 class CudaOnlyImportError(ImportError):
