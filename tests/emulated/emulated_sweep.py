@@ -257,6 +257,11 @@ def _extra_modules():
         "PixelShuffle": (lambda: nn.PixelShuffle(2), lambda: (randn(1, 4, 2, 2, requires_grad=True),)),
         "PixelUnshuffle": (lambda: nn.PixelUnshuffle(2), lambda: (randn(1, 1, 4, 4, requires_grad=True),)),
         "RReLU": (nn.RReLU, lambda: (randn(4, 5, requires_grad=True),)),
+        # In eval mode with a padding mask, TransformerEncoder takes the nested-tensor fast path.
+        "TransformerEncoder": (lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0,
+                                                                                       batch_first=True), 2),
+                               lambda: (randn(2, 5, 8, requires_grad=True), None,
+                                        torch.tensor([[False] * 5, [False] * 3 + [True] * 2]))),
         "TransformerDecoder": (lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2),
                                lambda: (randn(3, 2, 8, requires_grad=True), randn(4, 2, 8))),
         "TripletMarginLoss": (nn.TripletMarginLoss, lambda: (randn(3, 5, requires_grad=True), randn(3, 5), randn(3, 5))),
@@ -296,24 +301,31 @@ def _forward_backward(module, args, kwargs):
     }
 
 
-def _module_case(name: str, build, make_args) -> Outcome:
+def _forward_eval(module, args, kwargs):
+    """Outputs of an inference forward (eval mode, no autograd: the path fused fast paths take)."""
+    with torch.no_grad():
+        return module(*args, **kwargs)
+
+
+def _module_case(name: str, build, make_args, training: bool = True) -> Outcome:
     torch.manual_seed(0)
     try:
         module = build()
         args, kwargs = make_args()
     except Exception as error:
         return Outcome(name, "not applicable", f"the CPU rejects it: {type(error).__name__}: {error}".splitlines()[0])
-    module.train()
+    module.train(training)
     torch.manual_seed(0)
-    device_module = build().train()  # built again from the same seed (lazy modules cannot be copied)
+    device_module = build().train(training)  # built again from the same seed (lazy modules cannot be copied)
+    step = _forward_backward if training else _forward_eval
     device_args = pytree.tree_map(_leaf_on(DEVICE), (args, kwargs))
     args, kwargs = pytree.tree_map(_leaf_on("cpu"), (args, kwargs))
 
     def run_device():
         moved = device_module.to(DEVICE)
-        return _forward_backward(moved, *device_args)
+        return step(moved, *device_args)
 
-    return classify(name, lambda: _forward_backward(module, args, kwargs), run_device)
+    return classify(name, lambda: step(module, args, kwargs), run_device)
 
 
 def nn_classes() -> list[type]:
@@ -329,7 +341,8 @@ def sweep_nn_modules(samples_per_module: int) -> Sweep:
     """Forward and backward of every torch.nn class on the CPU and on the device, in training mode."""
     from torch.testing._internal.common_modules import module_db
 
-    sweep = Sweep(f"torch.nn modules, float32, forward and backward, first {samples_per_module} inputs each")
+    sweep = Sweep(f"torch.nn modules, float32, first {samples_per_module} inputs each: training forward and"
+                  " backward, and eval forward")
     infos: dict[type, list] = {}
     for info in module_db:
         infos.setdefault(info.module_cls, []).append(info)
@@ -347,14 +360,18 @@ def sweep_nn_modules(samples_per_module: int) -> Sweep:
                     constructor = module_input.constructor_input
                     forward = module_input.forward_input
                     variant = f"{name}{'.' + info.variant_name if getattr(info, 'variant_name', '') else ''}[{index}]"
-                    sweep.outcomes.append(_module_case(
-                        variant,
-                        lambda cls=cls, constructor=constructor: cls(*constructor.args, **constructor.kwargs),
-                        lambda forward=forward: (forward.args, forward.kwargs),
-                    ))
+                    for training in (True, False):
+                        sweep.outcomes.append(_module_case(
+                            variant + ("" if training else ".eval"),
+                            lambda cls=cls, constructor=constructor: cls(*constructor.args, **constructor.kwargs),
+                            lambda forward=forward: (forward.args, forward.kwargs),
+                            training,
+                        ))
         if name in extra:
             build, make_args = extra[name]
-            sweep.outcomes.append(_module_case(f"{name}[0]", build, lambda make_args=make_args: (make_args(), {})))
+            for training in (True, False):
+                sweep.outcomes.append(_module_case(f"{name}[0]{'' if training else '.eval'}", build,
+                                                   lambda make_args=make_args: (make_args(), {}), training))
         if cls not in infos and name not in extra:
             sweep.outcomes.append(Outcome(name, "crashed", "no sample: add it to the sweep's table of extra modules"))
     return sweep

@@ -157,6 +157,12 @@ def _wrap_result(result, source, args, kwargs, info: _OpInfo, found=()):
         return result
     if result.layout != torch.strided:
         raise layout_error(info.name, result.layout)
+    if result.is_nested:
+        raise not_emulated(
+            info.name,
+            "nested tensors on the device (nn.TransformerEncoder makes them in eval mode with a padding mask; "
+            "build it with enable_nested_tensor=False to check the rest)",
+        )
     if source is not None:
         kind, where, is_write = source
         original = args[where] if kind == "arg" else kwargs[where]
