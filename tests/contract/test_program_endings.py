@@ -110,3 +110,42 @@ def test_run_exits_with_the_programs_own_status_and_traceback(name, tmp_path):
     if name not in {"sigterm", "interrupt"}:  # a signal's default action ends the process at once
         assert json.loads((tmp_path / "r.json").read_text())["target"] == "cpu"
     assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("code, status", [(None, 0), (0, 0), (3, 3), (True, 1), (256, 0), (-1, 255), ("bad", 1)])
+def test_exit_status_is_what_the_shell_sees(code, status):
+    from torchport.check.ending import exit_status
+
+    assert exit_status(code) == status
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), True])
+def test_timeout_must_be_a_finite_number_of_seconds(value):
+    from torchport.check.ending import check_timeout
+    from torchport.errors import UsageError
+
+    with pytest.raises(UsageError, match="--timeout"):
+        check_timeout(value)
+
+
+def test_watch_turns_each_ending_into_a_verdict_and_restores_the_handlers():
+    import os
+    import time
+
+    from torchport.check.ending import watch
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+    with watch() as ending:
+        sys.exit(4)
+    assert (ending.kind, ending.exit_code) == ("exit", 4) and "code 4" in ending.verdict()
+    with watch() as ending:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert ending.kind == "signal" and "SIGTERM" in ending.verdict()
+    with watch(timeout=0.2) as ending:
+        time.sleep(5)
+    assert ending.kind == "timeout" and "0.2 s" in ending.verdict()
+    with watch() as ending:
+        pass
+    assert ending.finished and ending.verdict() is None
+    assert {number: signal.getsignal(number) for number in handlers} == handlers

@@ -68,7 +68,7 @@ def exit_status(code) -> int:
     """The status Python gives `sys.exit(code)`: None is 0, an int is itself, anything else is printed and 1."""
     if code is None:
         return 0
-    if isinstance(code, int) and not isinstance(code, bool):
+    if isinstance(code, int):  # sys.exit(True) is 1, as in Python
         return code & 0xFF  # as the shell sees it: sys.exit(256) is 0, sys.exit(-1) is 255
     print(code, file=sys.stderr)
     return 1
