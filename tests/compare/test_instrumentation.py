@@ -294,9 +294,12 @@ def test_a_model_that_does_not_reproduce_itself_is_still_compared_module_by_modu
             self.linear = nn.Linear(WIDTH, 4)
 
         def forward(self, x):
-            return self.linear(x) + next(calls) * 1e-7
+            return self.linear(x) + next(calls) * 1e-3
 
-    result = compare(Drifting, sequence, reference="cpu", target="cpu:bf16", performance=False, batch_sizes=[2])
+    result = compare(Drifting, sequence, reference="cpu", target="cpu:bf16", performance=False, batch_sizes=[2],
+                     per_op=True)
     assert result.status == "pass", result.reasons
-    assert result.parity.coverage.modules_compared == result.parity.coverage.modules_called == 2
-    assert any(item["what"].startswith("bit-for-bit reproducibility") for item in result.parity.coverage.not_compared)
+    coverage = result.parity.coverage
+    assert coverage.modules_compared == coverage.modules_called == 2 and coverage.operators_compared > 0
+    lost = [item["what"] for item in coverage.not_compared]
+    assert lost == ["bit-for-bit reproducibility on reference", "bit-for-bit reproducibility on target"]
