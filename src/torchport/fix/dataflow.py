@@ -103,7 +103,11 @@ class _UseName(cst.CSTTransformer):
             return False
         return not isinstance(scope, GlobalScope) or position.start.line > binding_end
 
-    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        # the best device for torch < 2.6 is a torch.device(...) call
+        return self.leave_IfExp(original_node, updated_node)
+
+    def leave_IfExp(self, original_node: cst.BaseExpression, updated_node: cst.BaseExpression) -> cst.BaseExpression:
         if self.inside_binding:
             return updated_node
         kind = self.forms.get(_normal(self.module.code_for_node(original_node)))

@@ -117,6 +117,8 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
             result.error = analysis.error
             result.fixed = source
             return result
+        if legacy:
+            analysis.findings = _outside_legacy_spellings(current, analysis.findings)
         wanted = [item for item in analysis.findings if item.fix and (unsafe or item.fix.safety is FixSafety.SAFE)]
         result.remaining = [item for item in analysis.findings if item not in wanted]
         result.unsafe_skipped = sum(
@@ -138,6 +140,26 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
         current = use_device_name(current, _torch_name(current), legacy)
     result.fixed = current
     return result
+
+
+def _outside_legacy_spellings(source: str, findings: list[Finding]) -> list[Finding]:
+    """The findings that do not start inside a legacy spelling a fix wrote (its `torch.cuda` calls
+    are the point there, on a torch without torch.accelerator)."""
+    spans = neutral.legacy_spans(source)
+    if not spans:
+        return findings
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[min(line, len(starts)) - 1] + column
+
+    return [
+        item
+        for item in findings
+        if not any(start <= offset(item.line, item.column) < end for start, end in spans)
+    ]
 
 
 def _torch_name(source: str) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "device_type",
     "when_available",
     "adapt",
+    "legacy_spans",
     "TorchPin",
     "declared_torch",
 ]
@@ -52,7 +53,8 @@ _LEGACY = {
     "{torch}.accelerator.current_device_index()": "{torch}.cuda.current_device()",
     "{torch}.accelerator.device_count()": "{torch}.cuda.device_count()",
     "{torch}.accelerator.synchronize()": "{torch}.cuda.synchronize()",
-    "{torch}.accelerator.current_accelerator()": "{torch}.device(\"cuda\")",
+    # TP107 renames the function only; with no torch.accelerator the CUDA check stays
+    "{torch}.accelerator.is_available": "{torch}.cuda.is_available",
 }
 
 
@@ -65,6 +67,18 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 #: Longest first, so that a whole expression is replaced before the calls inside it.
 _LEGACY_PATTERNS = [(_pattern(modern), legacy) for modern, legacy in sorted(_LEGACY.items(), key=lambda i: -len(i[0]))]
+
+
+#: The legacy spellings, to recognise them in fixed code (a second `fix` leaves them alone).
+_LEGACY_WRITTEN = [_pattern(legacy) for legacy in sorted(set(_LEGACY.values()), key=len, reverse=True)
+                   if not legacy.endswith("(")]
+
+
+def legacy_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of `text` that hold a legacy spelling written by `adapt`."""
+    if ".cuda." not in text:
+        return []
+    return [match.span() for pattern in _LEGACY_WRITTEN for match in pattern.finditer(text)]
 
 
 def device(torch: str, bare: bool = False) -> str:

@@ -26,7 +26,8 @@ class CudaDeviceProperties(CallRule):
     **Use instead**: `torch.get_device_module(device).get_device_properties(...)` behind a
     `device.type != "cpu"` guard, or skip the query.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: the properties asked for (memory, SM count, name) have no
+    common meaning across devices, so the code that uses them needs a person.
     """
 
     code = "TP116"

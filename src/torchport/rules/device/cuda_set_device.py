@@ -39,7 +39,10 @@ class CudaSetDevice(CallRule):
     fix_safety = FixSafety.SAFE
     triggers = (b"set_device",)
     callees = frozenset({"torch.cuda.set_device"})
-    VALID = ("import torch\ntorch.accelerator.set_device_index(rank)\n",)
+    VALID = (
+        "import torch\ntorch.accelerator.set_device_index(rank)\n",
+        "import torch\ntorch.cuda.set_device(rank) if torch.cuda.is_available() else None\n",
+    )
     INVALID = (
         Example(
             "import torch\ntorch.cuda.set_device(rank)  # pick the GPU\n",
@@ -54,6 +57,9 @@ class CudaSetDevice(CallRule):
     )
 
     def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
+        parent = context.parent()
+        if isinstance(parent, ast.IfExp) and parent.body is node and "is_available" in context.segment(parent.test):
+            return  # already guarded (the fix's own form, or the one it writes for torch < 2.6)
         prefix, needs_import = context.torch_prefix()
         arguments = ", ".join(context.segment(argument) for argument in [*node.args, *node.keywords])
         call = f"{prefix}.accelerator.set_device_index({arguments})"

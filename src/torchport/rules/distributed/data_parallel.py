@@ -22,7 +22,8 @@ class DataParallelWrapper(CallRule):
 
     **Use instead**: `DistributedDataParallel` with `dist.get_default_backend_for_device`.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: moving to DistributedDataParallel changes how the
+    program is launched (torchrun) and how it batches.
     """
 
     code = "TP303"

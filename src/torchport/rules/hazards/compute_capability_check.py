@@ -26,7 +26,8 @@ class ComputeCapabilityCheck(PythonRule):
     **Use instead**: ask for the feature: `torch.cuda.is_bf16_supported()` on CUDA, the target
     profile elsewhere, or just try and fall back.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: what the capability gates (bf16, TF32, a kernel)
+    must be asked of the target as a feature, which differs per use.
     """
 
     code = "TP407"

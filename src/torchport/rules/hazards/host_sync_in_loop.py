@@ -32,7 +32,8 @@ class HostSyncInLoop(PythonRule):
     **Use instead**: accumulate on the device (`total += loss.detach()`) and read once after the
     loop, or every N steps.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: removing a sync moves work out of the loop, a change of
+    the program's logic.
 
     Severity per target: follows the profile fact 'execution': graph warning, eager info, host off.
     """

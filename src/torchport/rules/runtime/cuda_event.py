@@ -22,7 +22,8 @@ class CudaEvent(CallRule):
     **Use instead**: `torch.Event(device, enable_timing=True)` on accelerators, or
     `time.perf_counter()` around a synchronize.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: CPU events cannot time (`elapsed_time` raises), so a benchmark
+    needs another clock (`time.perf_counter()` after a synchronize), a choice for a person.
     """
 
     code = "TP205"

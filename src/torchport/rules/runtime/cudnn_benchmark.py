@@ -23,7 +23,8 @@ class CudnnBenchmark(AssignmentRule):
     **Use instead**: keep it if the code still targets CUDA too, and look at the target's own
     tuning (e.g. `torch.compile`).
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: the flag is harmless elsewhere; whether the target has an
+    equivalent autotuner is a tuning decision.
     """
 
     code = "TP211"

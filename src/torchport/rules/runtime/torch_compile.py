@@ -24,7 +24,8 @@ class TorchCompile(CallRule):
     **Use instead**: keep it; check `torchport doctor` for a C++ compiler, and pass the target's
     backend where it needs one.
 
-    **Fix safety**: no automatic fix.
+    **Fix safety**: no automatic fix: which compiler backend and options suit the target is a
+    tuning decision.
     """
 
     code = "TP217"
