@@ -69,7 +69,7 @@ class TorchportBackend:
         self.backend = resolve_target(target)
         # `profile` rehearses another target's op support on this device (e.g. neuron's on the CPU).
         self.profile = _load_profile(profile) if profile is not None else _profile_of(self.backend)
-        self.compiler = getattr(self.backend, "compiler", None) or "inductor"
+        self.compiler = self.backend.compiler  # the profile's capabilities.compiler
         self.strict = strict or fallback == "error"
         self.report = report or CompileReport(target=self.backend.name, compiler=self.compiler)
         self.__name__ = "torchport"
@@ -135,7 +135,7 @@ def _shared_report(target) -> CompileReport:
     backend = resolve_target(target)
     report = _REPORTS.get(backend.name)
     if report is None:
-        compiler = getattr(backend, "compiler", None) or "inductor"
+        compiler = backend.compiler
         report = _REPORTS[backend.name] = CompileReport(target=backend.name, compiler=compiler)
     return report
 
