@@ -152,6 +152,7 @@ def test_a_model_whose_output_holds_no_tensor_fails_with_a_clear_message():
     assert result.parity.node("linear").passed
     markdown = render_markdown(result)
     assert "model output NOT compared" in markdown and "not a tensor (int)" in markdown
+    assert "1 nodes compared" in markdown  # the linear; the model's own call compared nothing
     jsonschema.validate(result.to_dict(), schema())
 
 

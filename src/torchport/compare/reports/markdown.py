@@ -31,14 +31,15 @@ def _number(value, digits: int = 3) -> str:
 def _parity_section(parity, limit: int) -> list[str]:
     lines = ["## Parity", ""]
     failing = parity.failed_nodes
-    lines.append(f"{len(parity.nodes)} nodes compared, {len(failing)} disagree."
+    compared = sum(1 for node in parity.nodes if node.tensors)
+    lines.append(f"{compared} nodes compared, {len(failing)} disagree."
                  + (f" First divergence: **{markdown_code(parity.first_divergence)}**." if parity.first_divergence else ""))
-    lines.append(f"Coverage: {parity.coverage.summary()}.")
+    lines += ["", f"Coverage: {markdown_text(parity.coverage.summary())}.", ""]
     not_compared = parity.coverage.not_compared
     if not_compared:
-        lines.append(f"Not compared ({len(not_compared)}): "
-                     + "; ".join(f"{markdown_code(item['what'])}: {markdown_text(item['why'])}" for item in not_compared[:limit])
-                     + (" ..." if len(not_compared) > limit else ""))
+        lines.append(f"Not compared ({len(not_compared)}):")
+        lines += [f"- {markdown_code(item['what'])}: {markdown_text(item['why'])}" for item in not_compared[:limit]]
+        lines += ([f"- ... {len(not_compared) - limit} more"] if len(not_compared) > limit else []) + [""]
     if parity.unmatched:
         lines.append(f"Ran on one side only: {', '.join(markdown_code(name) for name in parity.unmatched[:8])}"
                      + (" ..." if len(parity.unmatched) > 8 else ""))
@@ -57,7 +58,7 @@ def _parity_section(parity, limit: int) -> list[str]:
     else:
         worst = min(parity.nodes, key=lambda node: node.metrics["cosine"] if node.metrics["cosine"] is not None else 1.0,
                     default=None)
-        if worst is not None:
+        if worst is not None and worst.metrics["cosine"] is not None:
             lines.append(f"Lowest cosine {_number(worst.metrics['cosine'], 6)} at {markdown_code(worst.name)}, "
                          f"max abs error {_number(worst.metrics['max_abs'])} (judged as {worst.judged_as}).")
     return lines + [""]
