@@ -288,4 +288,11 @@ IDIOMS = [
      "import pickle, types\nconfig = types.SimpleNamespace(device='cuda', rank=0)\n"
      "result = vars(pickle.loads(pickle.dumps(config)))",
      None),
+    ("factory_kwargs_unpacked",
+     "import torch\nfactory_kwargs = {'device': 'cuda', 'dtype': torch.float32}\n"
+     "result = (factory_kwargs['device'], torch.empty(2, **factory_kwargs).device.type)",
+     "import torch\nresult = ('cuda', 'cpu')"),
+    ("partial_of_a_torch_factory",
+     "import functools, torch\nzeros = functools.partial(torch.zeros, device='cuda')\nresult = zeros(2).device.type",
+     "import torch\nresult = torch.zeros(2).device.type"),
 ]

@@ -12,6 +12,8 @@ belongs to torch or to an installed distribution that depends on torch (`destina
 
 from __future__ import annotations
 
+from functools import partial as _partial
+
 import torch
 
 from torchport.retarget import cuda_api, destination
@@ -148,7 +150,7 @@ def map_device(value, site: int | None = None):
 
 def call(function, site: int, *args, **kwargs):
     """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
-    if leaves_application(function):
+    if kwargs and leaves_application(function if function is not _partial or not args else args[0]):
         for keyword, value in kwargs.items():
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:

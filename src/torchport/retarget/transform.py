@@ -124,8 +124,9 @@ class _Rewriter(ast.NodeTransformer):
         name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
         if name in IMPORT_FUNCTIONS:
             return self._helper("facade", [node], node)
-        maps_keywords = any(keyword.arg in REWRITTEN_KEYWORDS and not _is_none(keyword.value)
-                            and not _is_false(keyword.value) for keyword in node.keywords)
+        # An explicit device keyword, or `**factory_kwargs` that may carry one.
+        maps_keywords = any((keyword.arg in REWRITTEN_KEYWORDS and not _is_none(keyword.value)
+                             and not _is_false(keyword.value)) or keyword.arg is None for keyword in node.keywords)
         receiver = function.value if isinstance(function, ast.Attribute) else None
         # `torch.cuda(...)`-like module attributes are not method calls on tensors or modules.
         if name in REWRITTEN_METHODS and receiver is not None \
@@ -163,8 +164,9 @@ def _describe_import(node: ast.stmt) -> str:
 
 
 def _describe_keywords(node: ast.Call) -> str:
-    keywords = sorted(keyword.arg for keyword in node.keywords if keyword.arg in REWRITTEN_KEYWORDS)
-    return ", ".join(f"{keyword}=" for keyword in keywords)
+    keywords = [f"{keyword.arg}=" for keyword in node.keywords if keyword.arg in REWRITTEN_KEYWORDS]
+    keywords += ["**" for keyword in node.keywords if keyword.arg is None]
+    return ", ".join(sorted(keywords))
 
 
 def _is_none(node: ast.AST) -> bool:
