@@ -58,19 +58,16 @@ class _Rewriter(ast.NodeTransformer):
         self.count = 0
 
     def _helper_call(self, helper: str, node: ast.AST, api: str, arguments: list, keywords=()):
-        site = runtime.register_site(self.filename, getattr(node, "lineno", 0), api)
+        site = ast.Constant(runtime.register_site(self.filename, getattr(node, "lineno", 0), api))
         self.count += 1
-        function = ast.Attribute(value=ast.Name(id=HELPER, ctx=ast.Load()), attr=helper, ctx=ast.Load())
         if helper == "map_device":  # the hot one: map_device(value, site), no wrapper in between
-            call = ast.Call(func=function, args=[*arguments, ast.Constant(site)], keywords=list(keywords))
-        else:
-            call = ast.Call(func=function, args=[ast.Constant(site), *arguments], keywords=list(keywords))
-        return ast.copy_location(call, node)
+            return self._helper(helper, [*arguments, site], node, keywords)
+        return self._helper(helper, [site, *arguments], node, keywords)
 
-    def _helper(self, helper: str, arguments: list, node: ast.AST) -> ast.Call:
-        """`__tp__.helper(*arguments)` at `node`'s location (no site: not a redirection)."""
+    def _helper(self, helper: str, arguments: list, node: ast.AST, keywords=()) -> ast.Call:
+        """`__tp__.helper(*arguments, **keywords)` at `node`'s location."""
         function = ast.Attribute(value=ast.Name(id=HELPER, ctx=ast.Load()), attr=helper, ctx=ast.Load())
-        return ast.copy_location(ast.Call(func=function, args=arguments, keywords=[]), node)
+        return ast.copy_location(ast.Call(func=function, args=arguments, keywords=list(keywords)), node)
 
     def _rebind(self, name: str, value: ast.expr, node: ast.stmt) -> ast.stmt:
         statement = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value)
@@ -142,11 +139,9 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper_call(helper, node, f".{name}()", [receiver, *node.args], node.keywords)
         if maps_keywords:
             # `f(..., device=v)` -> `__tp__.call(f, site, ..., device=v)`: the callee decides.
-            site = runtime.register_site(self.filename, node.lineno, _describe_keywords(node))
+            site = ast.Constant(runtime.register_site(self.filename, node.lineno, _describe_keywords(node)))
             self.count += 1
-            helper = ast.Attribute(value=ast.Name(id=HELPER, ctx=ast.Load()), attr="call", ctx=ast.Load())
-            call = ast.Call(func=helper, args=[function, ast.Constant(site), *node.args], keywords=node.keywords)
-            return ast.copy_location(call, node)
+            return self._helper("call", [function, site, *node.args], node, node.keywords)
         return node
 
     def visit_Attribute(self, node: ast.Attribute):
