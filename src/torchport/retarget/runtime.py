@@ -150,6 +150,7 @@ def map_device(value, site: int | None = None):
 
 def call(function, site: int, *args, **kwargs):
     """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
+    __tracebackhide__ = True  # pytest shows the application's frames around this one, not it
     if kwargs and leaves_application(function if function is not _partial or not args else args[0]):
         for keyword, value in kwargs.items():
             helper = KEYWORD_HELPERS.get(keyword)
