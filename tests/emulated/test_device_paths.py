@@ -79,6 +79,8 @@ def test_sparse_tensors_are_named_as_not_emulated_and_counted_in_the_report(targ
     assert report.data["not_emulated_count"] == 2
     assert report.data["not_emulated"][0]["op"] == "aten::_to_sparse"
     assert "not emulated yet (not checked; an emulator gap, not a neuron fact): aten::_to_sparse x1" in report.text()
+    assert "<h2>Not emulated yet (not checked; emulator gaps, not target facts)</h2>" in report.html()
+    assert "<code>aten::_sparse_coo_tensor_with_dims_and_tensors</code> x1" in report.html()
     # An emulator gap is never written into the profile.
     assert "layouts" not in profile.data and profile.op_rule("aten::_to_sparse") is None
 

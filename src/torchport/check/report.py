@@ -30,6 +30,8 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.blocked{color:#b00}
 <h2>Dtypes</h2><pre>{{ d.dtypes | tojson(indent=2) }}</pre>
 <h2>Host syncs</h2><pre>{{ d.host_syncs | tojson(indent=2) }}</pre>
 <h2>Memory</h2><pre>{{ d.memory | tojson(indent=2) }}</pre>
+{% if d.not_emulated %}<h2>Not emulated yet (not checked; emulator gaps, not target facts)</h2><ul>
+{% for gap in d.not_emulated %}<li><code>{{ gap.op }}</code> x{{ gap.count }}: {{ gap.what }}</li>{% endfor %}</ul>{% endif %}
 </body></html>"""
 )
 
