@@ -19,6 +19,12 @@ def speech():
             "unit": "audio_seconds", "units_per_sample": models.AUDIO_SECONDS}
 
 
+def fused_speech():
+    """Conv1d + nn.TransformerEncoder in eval mode: the fused encoder path, 12.5 ms of audio per sample."""
+    return {"model": models.SpeechEncoder(), "inputs": models.speech_audio, "unit": "audio_seconds",
+            "units_per_sample": 200 / 16000}
+
+
 def gpt_training():
     return {"model": models.small_gpt(), "inputs": models.gpt_batch(0), "training_step": models.gpt_training_step,
             "batch_factory": models.gpt_batch}

@@ -105,3 +105,25 @@ def small_speech_encoder():
 
 def speech_inputs(batch_size: int):
     return (torch.randn(batch_size, int(SAMPLE_RATE * AUDIO_SECONDS)),)
+
+
+FEATURES = 16
+
+
+class SpeechEncoder(nn.Module):
+    """Conv1d feature extractor + nn.TransformerEncoder: the fused fast path runs in eval mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Conv1d(1, FEATURES, kernel_size=10, stride=5)
+        layer = nn.TransformerEncoderLayer(FEATURES, 2, 32, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(FEATURES, 8)
+
+    def forward(self, audio):
+        frames = self.features(audio.unsqueeze(1)).transpose(1, 2)
+        return self.head(self.encoder(frames))
+
+
+def speech_audio(batch_size):
+    return (torch.randn(batch_size, 200),)

@@ -36,6 +36,35 @@ def test_agreeing_bf16_run_passes_and_writes_all_three_reports(tmp_path, capsys)
     assert "# torchport compare: PASS" in capsys.readouterr().out
 
 
+def test_fused_speech_encoder_under_bf16_passes_with_memory_measured(capsys):
+    """The reported crash: Conv1d + TransformerEncoder in eval mode, bf16 target, performance phase on."""
+    code = main(["compare", "compare_cases:fused_speech", "--target", "cpu:bf16", "--batch-sizes", "1,2",
+                 "--iterations", "1", "--warmup", "1", "--output-format", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0, document["reasons"]
+    jsonschema.validate(document, schema())
+    assert document["parity"]["coverage"]["model_output_tensors"] == 1
+    for side in document["performance"].values():
+        for batch in side["batches"]:
+            assert batch["peak_memory_bytes"] > 0 and batch["memory_note"] is None
+    assert document["cost"]["unit"]["name"] == "audio_seconds"
+
+
+def test_a_model_whose_output_holds_no_tensor_exits_1_saying_so(tmp_path, capsys):
+    case = tmp_path / "counts_case.py"
+    case.write_text(
+        "import torch\n"
+        "class Counts(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return {'positive': int((x > 0).sum())}\n"
+        "def case():\n"
+        "    return Counts(), (torch.randn(2, 4),)\n"
+    )
+    assert main(["compare", f"{case}:case", "--target", "cpu:bf16", "--no-performance"]) == 1
+    output = capsys.readouterr().out
+    assert "FAIL" in output and "nothing of the model's output was compared" in output
+
+
 @requires_emulated
 def test_perturbed_layer_exits_1_naming_it_and_exit_zero_overrides(capsys):
     arguments = ["compare", "compare_cases:perturbed", "--target", EMULATED, "--no-performance",

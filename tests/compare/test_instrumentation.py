@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from compare_models import SpeechEncoder, speech_audio
 from torchport.compare import compare
 from torchport.compare.capture import ROOT
 from torchport.compare.devices import parse_device, precision_context
@@ -23,25 +24,6 @@ from torchport.compare.reports.markdown import render_markdown
 WIDTH, SEQUENCE = 16, 6
 #: The policies, as the target spelling that applies each (fp32: the model as written, no autocast).
 POLICIES = {"fp32": "cpu", "bf16": "cpu:bf16", "fp16": "cpu:fp16"}
-
-
-class SpeechEncoder(nn.Module):
-    """Conv1d feature extractor + nn.TransformerEncoder: the fused fast path runs in eval mode."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Conv1d(1, WIDTH, kernel_size=10, stride=5)
-        layer = nn.TransformerEncoderLayer(WIDTH, 2, 32, dropout=0.1, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2)
-        self.head = nn.Linear(WIDTH, 8)
-
-    def forward(self, audio):
-        frames = self.features(audio.unsqueeze(1)).transpose(1, 2)
-        return self.head(self.encoder(frames))
-
-
-def speech_audio(batch_size):
-    return (torch.randn(batch_size, 200),)
 
 
 class Encoder(nn.Module):
