@@ -167,7 +167,6 @@ def test_instrumented_runs_compute_what_a_plain_run_computes(block, policy):
     _assert_identical(profiled, plain)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("block", sorted(BLOCKS))
 def test_every_block_runs_through_compare_with_memory_measured(block, policy):
