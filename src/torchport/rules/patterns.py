@@ -28,6 +28,7 @@ __all__ = [
     "torch_fix",
     "neutral_fix",
     "device_literal_fix",
+    "guarded_by_availability",
 ]
 
 #: 'cuda' or 'cuda:N'.
@@ -134,6 +135,12 @@ def neutral_fix(context: PythonContext, build, safety: FixSafety = FixSafety.UNS
     (for example `neutral.device_type`); `import torch` is added when the file lacks it."""
     prefix, needs_import = context.torch_prefix()
     return Fix(safety, replacement=build(prefix), needs_torch_import=needs_import)
+
+
+def guarded_by_availability(node: ast.AST, context: PythonContext) -> bool:
+    """Whether `node` is the value of `node if <...is_available()> else ...`: the form fixes write."""
+    parent = context.parent()
+    return isinstance(parent, ast.IfExp) and parent.body is node and "is_available" in context.segment(parent.test)
 
 
 def device_literal_fix(context: PythonContext, node: ast.Constant, bare: bool = False) -> Fix:

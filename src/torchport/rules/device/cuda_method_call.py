@@ -61,10 +61,14 @@ class CudaMethodCall(PythonRule):
         if context.qualified_name(function) is not None:
             return
         prefix, needs_import = context.torch_prefix()
+        keywords = [keyword for keyword in node.keywords if keyword.arg != "device"]
+        device_keyword = next((keyword for keyword in node.keywords if keyword.arg == "device"), None)
         # a storage (map_location=lambda storage, loc: storage.cuda()) takes the device by keyword only
-        device = ("device=" if any(isinstance(item, ast.Lambda) for item in context.stack) else "") + neutral.device(
-            prefix, bare=True
-        )
-        arguments = [device, *(context.segment(keyword) for keyword in node.keywords)]
+        device = neutral.device(prefix, bare=True)
+        if device_keyword is not None:  # .cuda(device=index)
+            device = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {context.segment(device_keyword.value)})"
+        if any(isinstance(item, ast.Lambda) for item in context.stack):
+            device = f"device={device}"
+        arguments = [device, *(context.segment(keyword) for keyword in keywords)]
         replacement = f"{context.segment(function.value)}.to({', '.join(arguments)})"
         context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import))

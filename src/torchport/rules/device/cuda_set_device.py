@@ -7,7 +7,7 @@ import ast
 from torchport.fix import neutral
 from torchport.rules.base import Example, Fix, FixSafety, Severity
 from torchport.rules.context import PythonContext
-from torchport.rules.patterns import CallRule
+from torchport.rules.patterns import CallRule, guarded_by_availability
 
 __all__ = ["CudaSetDevice"]
 
@@ -57,8 +57,7 @@ class CudaSetDevice(CallRule):
     )
 
     def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
-        parent = context.parent()
-        if isinstance(parent, ast.IfExp) and parent.body is node and "is_available" in context.segment(parent.test):
+        if guarded_by_availability(node, context):
             return  # already guarded (the fix's own form, or the one it writes for torch < 2.6)
         prefix, needs_import = context.torch_prefix()
         arguments = ", ".join(context.segment(argument) for argument in [*node.args, *node.keywords])

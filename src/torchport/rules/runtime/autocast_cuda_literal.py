@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from torchport.fix import neutral
-from torchport.rules.base import Example, FixSafety, PythonRule, Severity
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext, keyword_argument
 from torchport.rules.patterns import is_cuda_string, neutral_fix
 
@@ -32,7 +32,8 @@ class AutocastCudaLiteral(PythonRule):
 
     **Fix safety**: unsafe. The literal becomes the type of the best available device, 'cuda'
     on a CUDA machine; elsewhere mixed precision runs on the local accelerator or the CPU (CPU
-    autocast computes in bfloat16 or float16), instead of turning itself off.
+    autocast computes in bfloat16 or float16), instead of turning itself off. An autocast without a
+    dtype gets `dtype=torch.float16`, CUDA's default, which other devices do not share.
     """
 
     code = "TP209"
@@ -55,7 +56,11 @@ class AutocastCudaLiteral(PythonRule):
             fixed="import torch\nwith torch.autocast(torch.accelerator.current_accelerator().type if "
             'torch.accelerator.is_available() else "cpu", dtype=torch.bfloat16):\n    pass\n',
         ),
-        "import torch\nwith torch.amp.autocast(device_type='cuda'):\n    pass\n",
+        Example(
+            "import torch\nwith torch.amp.autocast(device_type='cuda'):\n    pass\n",
+            fixed="import torch\nwith torch.amp.autocast(device_type=torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", dtype=torch.float16):\n    pass\n',
+        ),
         "from torch.amp import GradScaler\nscaler = GradScaler('cuda')\n",
     )
 
@@ -64,5 +69,15 @@ class AutocastCudaLiteral(PythonRule):
             return
         keyword = keyword_argument(node, "device_type") or keyword_argument(node, "device")
         value = keyword.value if keyword else (node.args[0] if node.args else None)
-        if is_cuda_string(value):
-            context.report(self, value, fix=neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True)))
+        if not is_cuda_string(value):
+            return
+        bare_type = neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True))
+        if "autocast" not in (context.called(node) or "") or keyword_argument(node, "dtype") or len(node.args) > 1:
+            context.report(self, value, fix=bare_type)
+            return
+        # CUDA autocast defaults to float16, other devices' to bfloat16: keep float16 by saying so
+        call = context.segment(node)
+        replacement = f"{call[:-1].rstrip().rstrip(',')}, dtype={bare_type.replacement.split('.', 1)[0]}.float16)"
+        replacement = replacement.replace(context.segment(value), bare_type.replacement, 1)
+        context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement,
+                                           needs_torch_import=bare_type.needs_torch_import))

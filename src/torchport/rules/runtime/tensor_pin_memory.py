@@ -7,6 +7,7 @@ import ast
 from torchport.fix import neutral
 from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
 from torchport.rules.context import PythonContext
+from torchport.rules.patterns import guarded_by_availability
 
 __all__ = ["TensorPinMemory"]
 
@@ -55,8 +56,7 @@ class TensorPinMemory(PythonRule):
         function = node.func
         if not isinstance(function, ast.Attribute) or function.attr != "pin_memory" or node.args:
             return
-        parent = context.parent()
-        if isinstance(parent, ast.IfExp) and parent.body is node and "is_available" in context.segment(parent.test):
+        if guarded_by_availability(node, context):
             return
         fix = None
         if isinstance(function.value, (ast.Name, ast.Attribute)) and not node.keywords:
