@@ -58,21 +58,37 @@ class Runner:
         self.report.precision = precision or "as the program's autocast regions ask (torchport run policy)"
         self.compiled = torch.compile(function, backend=backend, dynamic=False)
         self.eager_reason: str | None = None
+        self.seen: set = set()
 
     def _context(self):
         return self.autocast() if self.autocast is not None else contextlib.nullcontext()
 
+    def _key(self, leaves) -> tuple:
+        """What decides whether Dynamo may compile on this call (shapes, grad mode, train mode)."""
+        return (tuple(leaf.shape if isinstance(leaf, torch.Tensor) else None for leaf in leaves),
+                torch.is_grad_enabled(), self.module.training, torch.is_autocast_enabled())
+
     def _call_compiled(self, leaves, spec):
-        args, kwargs = tree_unflatten(leaves, spec)
+        args, kwargs = _unflatten(leaves, spec)
+        key = self._key(leaves)
+        if key in self.seen:
+            # A call Dynamo has compiled for: no compile can happen, so no config to set (the
+            # patch costs tens of microseconds per call).
+            if self.autocast is None:
+                return self.compiled(*args, **kwargs)
+            with self.autocast():
+                return self.compiled(*args, **kwargs)
         config = torch._dynamo.config
         with contextlib.ExitStack() as stack:
             stack.enter_context(config.patch(capture_dynamic_output_shape_ops=True,
                                              recompile_limit=max(config.recompile_limit, _RECOMPILE_LIMIT)))
             stack.enter_context(self._context())
-            return self.compiled(*args, **kwargs)
+            result = self.compiled(*args, **kwargs)
+        self.seen.add(key)
+        return result
 
     def _call_plain(self, leaves, spec):
-        args, kwargs = tree_unflatten(leaves, spec)
+        args, kwargs = _unflatten(leaves, spec)
         with self._context():
             return self.function(*args, **kwargs)
 
@@ -83,7 +99,7 @@ class Runner:
 
     def __call__(self, *args, **kwargs):
         self.report.calls += 1
-        leaves, spec = tree_flatten((args, kwargs))
+        leaves, spec = _flatten(args, kwargs)
         if self.eager_reason:
             return self._call_eager(leaves, spec, self.eager_reason)
         bucketer = self.bucketer
@@ -94,15 +110,19 @@ class Runner:
         for dimension, group in bucketer.groups.items():
             if not group.probed and group.padded:
                 bucketer.probe(self.module, lambda probe_leaves: self._call_plain(probe_leaves, spec), leaves, dimension)
-            self.report.bucketing[f"{dimension}"] = group.decision()
+                self.report.bucketing[f"{dimension}"] = group.decision()
         plan = bucketer.plan(leaves)
-        padded = bucketer.pad(leaves, {dimension: bucket for dimension, (_, bucket) in plan.items()})
-        if any(bucket != real for real, bucket in plan.values()):
-            self.report.padded_calls += 1
+        padding = {dimension: bucket for dimension, (real, bucket) in plan.items() if bucket != real}
         before = self.report.compilations
-        result = self._guarded(padded, spec)
+        if not padding:
+            result = self._guarded(leaves, spec)
+        else:
+            self.report.padded_calls += 1
+            result = self._guarded(bucketer.pad(leaves, padding), spec)
         if self.report.compilations == before and not self.eager_reason:
             self.report.bucket_hits += 1
+        if not padding:
+            return result
         output_leaves, output_spec = tree_flatten(result)
         return tree_unflatten(bucketer.slice(output_leaves, plan), output_spec)
 
@@ -148,6 +168,19 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         return self.runner(*args, **kwargs)
+
+
+def _flatten(args: tuple, kwargs: dict):
+    """(leaves, spec); positional tensors only (the common case) skip pytree, spec None."""
+    if not kwargs and all(type(value) is torch.Tensor for value in args):
+        return args, None
+    return tree_flatten((args, kwargs))
+
+
+def _unflatten(leaves, spec):
+    if spec is None:
+        return tuple(leaves), {}
+    return tree_unflatten(list(leaves), spec)
 
 
 def _find(error: BaseException, kind):
