@@ -56,10 +56,6 @@ class Sweep:
         return "\n".join(lines)
 
 
-def to_device(tree):
-    return pytree.tree_map(lambda value: value.to(DEVICE) if isinstance(value, torch.Tensor) else value, tree)
-
-
 def _host(value):
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided:
@@ -144,46 +140,76 @@ def same_inputs(cpu_sample, device_sample) -> bool:
 UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
 
 
-def _samples(op, device: str, count: int) -> list:
+def _samples(op, device: str, count: int, requires_grad: bool = False) -> list:
     torch.manual_seed(0)
     samples = []
-    for sample in op.sample_inputs(device, torch.float32, requires_grad=False):
+    for sample in op.sample_inputs(device, torch.float32, requires_grad=requires_grad):
         samples.append([sample.input, sample.args, sample.kwargs])
         if len(samples) == count:
             break
     return samples
 
 
-def sweep_ops(ops, samples_per_op: int) -> Sweep:
+def _forward(op):
+    def run(sample):
+        return op(sample[0], *sample[1], **sample[2])
+
+    return run
+
+
+def _forward_and_gradients(op):
+    """Outputs and the gradients of their sum with respect to every input that requires grad."""
+
+    def run(sample):
+        output = op(sample[0], *sample[1], **sample[2])
+        outputs = [leaf for leaf in pytree.tree_leaves(output)
+                   if isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point()]
+        inputs = [leaf for leaf in pytree.tree_leaves(sample) if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
+        if not outputs or not inputs:
+            return output, []
+        return output, list(torch.autograd.grad(sum(leaf.sum() for leaf in outputs), inputs, allow_unused=True))
+
+    return run
+
+
+def sweep_ops(ops, samples_per_op: int, backward: bool = False) -> Sweep:
     """The first `samples_per_op` float32 samples of every op, on the CPU and on the device.
+
+    With `backward`, every op that supports autograd also has the gradients of its outputs' sum
+    compared (with respect to each input that requires grad).
 
     Device samples are made by OpInfo on the device from the same seed (so OpInfo decides which
     tensors belong on the device, as for CUDA); where their values differ from the CPU's (an
     emulator gap in a factory op would show here), the CPU sample is moved to the device instead.
     """
-    sweep = Sweep(f"OpInfo ops, float32, first {samples_per_op} samples each")
+    kind = "forward and backward" if backward else "forward"
+    sweep = Sweep(f"OpInfo ops, float32, {kind}, first {samples_per_op} samples each")
     for op in ops:
         name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if torch.float32 not in op.supported_dtypes("cpu"):
             sweep.outcomes.append(Outcome(name, "not applicable", "no float32 kernel on the CPU"))
             continue
-        cpu_samples = _samples(op, "cpu", samples_per_op)
+        if backward and not op.supports_autograd:
+            sweep.outcomes.append(Outcome(name, "not applicable", "not differentiable"))
+            continue
+        run = _forward_and_gradients(op) if backward else _forward(op)
+        cpu_samples = _samples(op, "cpu", samples_per_op, backward)
         if not cpu_samples:
             sweep.outcomes.append(Outcome(name, "not applicable", "no float32 sample"))
             continue
         try:
-            device_samples = _samples(op, DEVICE, samples_per_op)
+            device_samples = _samples(op, DEVICE, samples_per_op, backward)
         except (NotEmulatedError, EmulatedDeviceError):
             device_samples = []
         for index, cpu_sample in enumerate(cpu_samples):
             device_sample = device_samples[index] if index < len(device_samples) else None
             if device_sample is None or not same_inputs(cpu_sample, device_sample):
-                device_sample = to_device(cpu_sample)
+                device_sample = pytree.tree_map(_leaf_on(DEVICE), cpu_sample)
             sweep.outcomes.append(
                 classify(
                     f"{name}[{index}]",
-                    lambda sample=cpu_sample: op(sample[0], *sample[1], **sample[2]),
-                    lambda sample=device_sample: op(sample[0], *sample[1], **sample[2]),
+                    lambda sample=cpu_sample: run(sample),
+                    lambda sample=device_sample: run(sample),
                     values=op.name not in UNDEFINED_VALUES,
                 )
             )

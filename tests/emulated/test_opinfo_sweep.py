@@ -33,3 +33,21 @@ def test_every_opinfo_op_agrees_is_refused_or_is_not_emulated(neuron_device):
     assert any(outcome.name.startswith("fft.fft[") for outcome in sweep.named("refused by profile"))
     # Not emulated yet: only the sparse layouts, each named as the emulator's gap.
     assert all("sparse" in outcome.detail for outcome in sweep.named("not emulated"))
+
+
+@pytest.mark.slow
+def test_every_differentiable_opinfo_op_backward_agrees_is_refused_or_is_not_emulated(neuron_device):
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sweep = sweep_ops(op_db, SAMPLES_PER_OP, backward=True)
+    print()
+    print(sweep.table())
+    counts = sweep.counts()
+    assert counts["wrong"] == 0, [str(outcome) for outcome in sweep.named("wrong")]
+    assert counts["crashed"] == 0, [str(outcome) for outcome in sweep.named("crashed")]
+    # sgn's gradient of a real input is autograd's storage-less zero tensor: held as zeros on the device.
+    assert "sgn[0]" in {outcome.name for outcome in sweep.named("agreeing")}
+    assert counts["agreeing"] > 0.9 * (len(sweep.outcomes) - counts["not applicable"])
+    assert all("sparse" in outcome.detail for outcome in sweep.named("not emulated"))

@@ -157,6 +157,10 @@ def _wrap_result(result, source, args, kwargs, info: _OpInfo, found=()):
         return result
     if result.layout != torch.strided:
         raise layout_error(info.name, result.layout)
+    if result._is_zerotensor():
+        # autograd's storage-less zeros (_efficientzerotensor, e.g. sgn's gradient of a real input):
+        # the device holds them as ordinary zeros.
+        result = torch.zeros(result.size(), dtype=result.dtype)
     if result.is_nested:
         raise not_emulated(
             info.name,
