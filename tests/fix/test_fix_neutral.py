@@ -88,3 +88,31 @@ def test_what_is_left_is_listed_with_the_reason(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "TP205" in err and "TP102" in err
     assert "its fix changes behaviour: run fix --unsafe-fixes" in err
+
+
+def test_the_device_name_is_used_only_where_it_reaches():
+    from torchport.fix.engine import fix_source
+    from torchport.rules.registry import all_rules
+
+    source = (
+        "import torch\n"
+        "early = torch.ones(1).cuda()\n"
+        "device = 'cuda'  # the GPU\n"
+        "model = torch.nn.Linear(4, 2).cuda()\n"
+        "def step(batch):\n"
+        "    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "        return model(batch.cuda())\n"
+        "def other(device):\n"
+        "    return torch.zeros(2, device='cuda')\n"
+    )
+    codes = tuple(rule.code for rule in all_rules())
+    fixed = fix_source(source, "train.py", codes, unsafe=True).fixed
+    lines = fixed.splitlines()
+    assert lines[1].startswith("early = torch.ones(1).to(torch.accelerator"), "code before the binding keeps its copy"
+    assert lines[2] == 'device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() ' \
+                       'else "cpu"  # the GPU'
+    assert lines[3] == "model = torch.nn.Linear(4, 2).to(device)"
+    assert lines[5] == "    with torch.autocast(device, dtype=torch.bfloat16):"
+    assert lines[6] == "        return model(batch.to(device))"
+    assert "device=(torch.accelerator" in lines[8], "a function with its own `device` keeps its copy"
+    assert fix_source(fixed, "train.py", codes, unsafe=True).fixed == fixed
