@@ -41,7 +41,8 @@ class CudaCurrentDevice(CallRule):
     INVALID = (
         Example(
             "import torch\ni = torch.cuda.current_device()\n",
-            fixed="import torch\ni = (torch.accelerator.current_device_index() if torch.accelerator.is_available() else 0)\n",
+            fixed="import torch\ni = (torch.accelerator.current_device_index() if torch.accelerator.is_available() "
+            "else 0)\n",
         ),
     )
 

@@ -27,8 +27,9 @@ class CudaDeviceComparison(PythonRule):
 
     **Use instead**: `device.type != "cpu"`.
 
-    **Fix safety**: unsafe, and only for `<expr>.type == 'cuda'` / `!= 'cuda'` and `'cuda' in
-    <device string>` (which becomes `"cpu" not in <device string>`): the branch now also runs on
+    **Fix safety**: unsafe, and only for `<expr>.type == 'cuda'` / `!= 'cuda'`, `'cuda' in
+    <device string>` (which becomes `"cpu" not in <device string>`) and nanoGPT's
+    `'cuda' if 'cuda' in device else 'cpu'` (which becomes `torch.device(device).type`): the branch now also runs on
     other accelerators, which is the point, but it changes behaviour there.
     """
 
@@ -52,6 +53,10 @@ class CudaDeviceComparison(PythonRule):
         ),
         Example("use_amp = x.device.type != 'cuda'\n", fixed='use_amp = x.device.type == "cpu"\n'),
         Example("if 'cuda' in args.device:\n    pass\n", fixed='if "cpu" not in args.device:\n    pass\n'),
+        Example(
+            "import torch\ndevice_type = 'cuda' if 'cuda' in device else 'cpu'  # for autocast\n",
+            fixed="import torch\ndevice_type = torch.device(device).type  # for autocast\n",
+        ),
         "on_gpu = str(device) == 'cuda:0'\n",
     )
 
@@ -59,7 +64,30 @@ class CudaDeviceComparison(PythonRule):
         operands = [node.left, *node.comparators]
         if not any(is_cuda_string(operand) for operand in operands):
             return
+        parent = context.parent()
+        if self._is_type_ternary(node, parent):
+            # nanoGPT's `'cuda' if 'cuda' in device else 'cpu'` is the device's type
+            prefix, needs_import = context.torch_prefix()
+            replacement = f"{prefix}.device({context.segment(node.comparators[0])}).type"
+            fix = Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)
+            context.report(self, parent, fix=fix)
+            return
         context.report(self, node, fix=self._fix(node, context))
+
+    @staticmethod
+    def _is_type_ternary(node: ast.Compare, parent: ast.AST | None) -> bool:
+        return (
+            isinstance(parent, ast.IfExp)
+            and parent.test is node
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.In)
+            and is_cuda_string(node.left)
+            and node.left.value == "cuda"
+            and is_cuda_string(parent.body)
+            and parent.body.value == "cuda"
+            and isinstance(parent.orelse, ast.Constant)
+            and parent.orelse.value == "cpu"
+        )
 
     @staticmethod
     def _fix(node: ast.Compare, context: PythonContext) -> Fix | None:

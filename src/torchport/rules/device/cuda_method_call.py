@@ -66,7 +66,8 @@ class CudaMethodCall(PythonRule):
         # a storage (map_location=lambda storage, loc: storage.cuda()) takes the device by keyword only
         device = neutral.device(prefix, bare=True)
         if device_keyword is not None:  # .cuda(device=index)
-            device = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {context.segment(device_keyword.value)})"
+            index = context.segment(device_keyword.value)
+            device = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {index})"
         if any(isinstance(item, ast.Lambda) for item in context.stack):
             device = f"device={device}"
         arguments = [device, *(context.segment(keyword) for keyword in keywords)]

@@ -33,7 +33,8 @@ class NcclBackend(PythonRule):
 
     **Fix safety**: safe for the backend argument of `init_process_group`:
     `get_default_backend_for_device(<best available device>)` is 'nccl' on CUDA and gloo
-    on CPU. Other 'nccl' strings (comparisons, configs) are reported only.
+    on CPU. Unsafe for a `default='nccl'` (argparse, config helpers), which becomes the same
+    expression. Other 'nccl' strings (comparisons) are reported only.
     """
 
     code = "TP301"
@@ -42,6 +43,7 @@ class NcclBackend(PythonRule):
     fix_title = "Use dist.get_default_backend_for_device(device)"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
+    unsafe_reason = "the default backend is the one for the local accelerator, or gloo, instead of nccl"
     triggers = (b"'nccl'", b'"nccl"')
     node_types = (ast.Call, ast.Constant)
     VALID = (
@@ -62,6 +64,12 @@ class NcclBackend(PythonRule):
             'torch.accelerator.is_available() else torch.device("cpu")))\n',
         ),
         "if args.backend == 'nccl':\n    pass\n",
+        Example(
+            "import torch\nparser.add_argument('--backend', default='nccl')\n",
+            fixed="import torch\nparser.add_argument('--backend', "
+            "default=torch.distributed.get_default_backend_for_device("
+            'torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")))\n',
+        ),
     )
 
     def check(self, node: ast.AST, context: PythonContext) -> None:
@@ -71,7 +79,10 @@ class NcclBackend(PythonRule):
             owned = owned or (isinstance(parent, ast.keyword) and isinstance(context.parent(2), ast.Call)
                               and context.called(context.parent(2)) in _INIT and parent.arg == "backend")
             if string_value(node) == "nccl" and not owned:
-                context.report(self, node)
+                # an argparse or config default: the backend for the best device, 'nccl' on CUDA
+                is_default = isinstance(parent, ast.keyword) and parent.arg == "default"
+                fix = neutral_fix(context, self._backend, FixSafety.UNSAFE) if is_default else None
+                context.report(self, node, fix=fix)
             return
         if context.called(node) not in _INIT:
             return
@@ -79,7 +90,8 @@ class NcclBackend(PythonRule):
         value = keyword.value if keyword else (node.args[0] if node.args else None)
         if string_value(value) != "nccl":
             return
-        def backend(torch: str) -> str:
-            return f"{torch}.distributed.get_default_backend_for_device({neutral.device(torch, bare=True)})"
+        context.report(self, value, fix=neutral_fix(context, self._backend, FixSafety.SAFE))
 
-        context.report(self, value, fix=neutral_fix(context, backend, FixSafety.SAFE))
+    @staticmethod
+    def _backend(torch: str) -> str:
+        return f"{torch}.distributed.get_default_backend_for_device({neutral.device(torch, bare=True)})"
