@@ -58,19 +58,36 @@ def test_kernel_with_a_fallback():
         import triton  # noqa: F401
     except ImportError:
         pass
+
+
+def test_conftest_fixture_is_retargeted(batch):
+    assert batch.is_cuda and batch.device.type == "cpu"
+"""
+
+CONFTEST = """
+import pytest
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture
+def batch():
+    return torch.ones(2, device=DEVICE)
 """
 
 
 def test_python_stays_python_and_unsupported_features_are_skipped_or_failed(tmp_path):
     (tmp_path / "test_app.py").write_text(PYTHON_STAYS_PYTHON)
+    (tmp_path / "conftest.py").write_text(CONFTEST)
     command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path),
                "--torchport-device", "cpu"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     output = done.stdout
-    assert "1 failed, 3 passed, 2 skipped" in output, output
+    assert "1 failed, 4 passed, 2 skipped" in output, output
     assert "assert 2.0 == 3" in output  # pytest's assertion rewriting kept
     assert "torch.cuda.CUDAGraph at" in output and "test_app.py:27" in output and "then failed" in output
     assert "import triton at" in output and "passed through a fallback" in output
     failing = subprocess.run([*command, "--torchport-unsupported=fail"], capture_output=True, text=True,
                              timeout=300, cwd=tmp_path)
-    assert "3 failed, 3 passed" in failing.stdout, failing.stdout
+    assert "3 failed, 4 passed" in failing.stdout, failing.stdout

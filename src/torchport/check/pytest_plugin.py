@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-__all__ = ["pytest_addoption", "pytest_configure"]
+__all__ = ["pytest_addoption", "pytest_load_initial_conftests", "pytest_configure"]
 
 ENV_TEST_DEVICE = "TORCHPORT_TEST_DEVICE"
 UNSUPPORTED_CHOICES = ("skip", "fail")
@@ -45,21 +45,36 @@ def pytest_addoption(parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    """Retarget before the initial conftest files are imported, so they run retargeted too."""
+    _activate(early_config, early_config.known_args_namespace)
+
+
 def pytest_configure(config) -> None:
-    """Retarget the project's own code (the rootdir's application) before tests import it."""
-    device = config.getoption("--torchport-device") or os.environ.get(ENV_TEST_DEVICE)
+    """Retarget (if the initial conftests did not already) and report unsupported CUDA-only features."""
+    retarget = _activate(config, config.option)
+    if retarget is not None:
+        reporter = _UnsupportedReporter(retarget, config.getoption("--torchport-unsupported"))
+        config.pluginmanager.register(reporter, "torchport-unsupported")
+
+
+def _activate(config, namespace):
+    """The active Retarget for the rootdir's application, or None when no device was asked for."""
+    device = getattr(namespace, "torchport_device", None) or os.environ.get(ENV_TEST_DEVICE)
     if not device:
-        return
-    from torchport.retarget import scope
+        return None
+    from torchport.retarget import scope, state
     from torchport.retarget.api import activate, resolve_options
 
-    options = resolve_options(device=None, precision=config.getoption("--torchport-precision"))
+    if state.current() is not None:
+        return state.current()
+    options = resolve_options(device=None, precision=getattr(namespace, "torchport_precision", None))
     roots = [(str(config.rootpath), "pytest rootdir"), *scope.application_roots(str(config.rootpath))]
     retarget = activate(device, scope=[*roots, *options["scope"]], precision=options["precision"],
                         strict=options["strict"], no_scope=options["no_scope"], verbose=options["verbose"])
     scope.PASS_PROVIDERS.append(_assertion_pass(config))
-    config.pluginmanager.register(_UnsupportedReporter(retarget, config.getoption("--torchport-unsupported")),
-                                  "torchport-unsupported")
+    return retarget
 
 
 def _assertion_pass(config):
