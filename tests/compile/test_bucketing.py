@@ -127,6 +127,7 @@ def test_training_gradients_match_eager(causal):
 def test_checkpoints_keep_the_original_keys(causal):
     compiled = torchport.compile(causal, target="cpu", compiler="eager")
     assert list(compiled.state_dict()) == list(causal.state_dict())
+    assert compiled.causal is True  # the model's own attributes and methods stay reachable
 
 
 def test_bad_buckets_say_what_is_allowed(causal):
