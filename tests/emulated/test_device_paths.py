@@ -54,6 +54,16 @@ def test_take_along_dim_and_wrapped_numbers(target):
     assert torch.equal(torch.take_along_dim(values.to(DEVICE), order.to(DEVICE)).cpu(), torch.take_along_dim(values, order))
 
 
+def test_numbers_passed_for_tensors_keep_the_type_promotion_of_wrapped_numbers(target):
+    target("neuron")
+    emulated.set_downcast_enabled(False)
+    first, second, sign = (torch.tensor(value, dtype=torch.bfloat16) for value in (1.5, 0.25, 1.0))
+    expected = nn.functional.margin_ranking_loss(first, second, sign, margin=0.1)
+    result = nn.functional.margin_ranking_loss(first.to(DEVICE), second.to(DEVICE), sign.to(DEVICE), margin=0.1)
+    assert result.dtype == expected.dtype == torch.bfloat16  # add(0-dim bf16, 0.1) stays bf16, as on the CPU
+    assert torch.equal(result.cpu(), expected)
+
+
 def test_non_blocking_copy_to_the_host_and_pinned_memory(target):
     target("neuron")
     values = torch.randn(3, 4)

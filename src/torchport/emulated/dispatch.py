@@ -120,8 +120,50 @@ def _unwrap(value, info: _OpInfo, found: list):
     return value
 
 
+_scalar_overloads: dict = {}
+#: How a schema's Scalar argument type prints.
+_SCALAR_TYPES = {"Scalar", "number"}
+
+
+def _scalar_overload(op, positions: tuple):
+    """The overload of `op` taking a Scalar at `positions` and otherwise the same arguments, or None."""
+    key = (op, positions)
+    if key not in _scalar_overloads:
+        schema = op._schema
+        packet = getattr(torch.ops.aten, schema.name.split("::")[-1], None)
+        found = None
+        for name in packet.overloads() if packet is not None else ():
+            candidate = getattr(packet, name)._schema
+            if len(candidate.arguments) != len(schema.arguments):
+                continue
+            if all(
+                mine.name == theirs.name
+                and (str(theirs.type) in _SCALAR_TYPES if index in positions else str(theirs.type) == str(mine.type))
+                for index, (mine, theirs) in enumerate(zip(schema.arguments, candidate.arguments))
+            ):
+                found = getattr(packet, name)
+                break
+        _scalar_overloads[key] = found
+    return _scalar_overloads[key]
+
+
+def _with_wrapped_numbers(op, positions: tuple, host_args: list):
+    """The op to call when C++ passed numbers for Tensor arguments (at::remainder(t, 4) in take_along_dim).
+
+    Boxed into Python, C++'s wrapped numbers arrive as plain numbers. The op's Scalar overload
+    wraps them again, with the type promotion of wrapped numbers; without one they become 0-dim
+    tensors of the number's default dtype.
+    """
+    scalar_op = _scalar_overload(op, positions)
+    if scalar_op is not None:
+        return scalar_op
+    for index in positions:
+        host_args[index] = _wrapped_number(host_args[index])
+    return op
+
+
 def _wrapped_number(value) -> torch.Tensor:
-    """The 0-dim CPU tensor C++ meant by a number in a Tensor argument (same type promotion)."""
+    """A 0-dim CPU tensor for a number in a Tensor argument of an op without a Scalar overload."""
     if isinstance(value, bool):
         return torch.tensor(value)
     if isinstance(value, int):
@@ -205,9 +247,12 @@ def fallback(op, *args, **kwargs):
     info = state.op_cache.get(op) or op_info(op)
     found: list = []
     host_args = [_unwrap(value, info, found) for value in args]
-    for index in info.tensor_positions:
-        if index < len(host_args) and isinstance(host_args[index], (bool, int, float, complex)):
-            host_args[index] = _wrapped_number(host_args[index])
+    numbers = tuple(
+        index for index in info.tensor_positions
+        if index < len(host_args) and isinstance(host_args[index], (bool, int, float, complex))
+    )
+    if numbers:
+        op = _with_wrapped_numbers(op, numbers, host_args)
     host_kwargs = kwargs
     if kwargs:
         host_kwargs = {}
