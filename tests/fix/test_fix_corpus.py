@@ -46,7 +46,6 @@ DOES_NOT_RUN = {
     "25_i5_assert_cuda": "asserts torch.cuda.is_available(): whether CPU is acceptable is the author's call (TP112)",
     "31_device_props": "prints CUDA device properties (name, SM count), which have no common meaning (TP116)",
     "33_nvtx_ranges": "NVTX ranges: push/pop pairs become a `with` block, a structural change (TP206)",
-    "36_device_factories": "device=0, an integer ordinal as a keyword, is reported but not rewritten",
     "45_device_context": "the torch.cuda.device(0) context manager has no device-neutral equivalent to write",
     "48_mp_spawn_ddp": "spawns one process per CUDA device (torch.cuda.device_count()): without an accelerator "
     "there are none, and how many CPU processes to start is the author's call",

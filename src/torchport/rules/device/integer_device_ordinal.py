@@ -27,7 +27,8 @@ def _looks_like_ordinal(node: ast.AST) -> bool:
 class IntegerDeviceOrdinal(PythonRule):
     """A bare integer used as a device means "CUDA device N".
 
-    **What it does**: finds `.to(rank)`, `.to(0)` and `.cuda(gpu)`, where the argument is an
+    **What it does**: finds `device=0` keywords and `.to(rank)`, `.to(0)` and `.cuda(gpu)`, where
+    the argument is an
     integer literal or a variable named like an ordinal (`rank`, `local_rank`, `gpu`,
     `device_id`, ...).
 
@@ -53,6 +54,7 @@ class IntegerDeviceOrdinal(PythonRule):
     fix_safety = FixSafety.UNSAFE
     unsafe_reason = "the ordinal names a device of the local accelerator, or the CPU, instead of a CUDA device"
     triggers = (b".cuda(", b"rank)", b"gpu)", b"gpu_id)", b"gpu_index)", b"device_id)", b"device_index)", b".to(0")
+    trigger_patterns = (rb"device\s*=\s*\d",)
     node_types = (ast.Call,)
     VALID = (
         "x = x.to(device)\n",
@@ -68,9 +70,21 @@ class IntegerDeviceOrdinal(PythonRule):
         ),
         "x = x.cuda(args.gpu)\n",
         "t = t.to(0)\n",
+        Example(
+            "import torch\ng = torch.zeros(2, device=0)\n",
+            fixed="import torch\ng = torch.zeros(2, device=torch.device(torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", 0))\n',
+        ),
     )
 
     def check(self, node: ast.Call, context: PythonContext) -> None:
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "device" and isinstance(value, ast.Constant) and type(value.value) is int:
+                prefix, needs_import = context.torch_prefix()
+                replacement = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {value.value})"
+                fix = Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)
+                context.report(self, value, fix=fix)
         function = node.func
         if not isinstance(function, ast.Attribute) or function.attr not in {"to", "cuda"}:
             return
