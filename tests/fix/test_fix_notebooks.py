@@ -54,3 +54,12 @@ def test_a_broken_notebook_is_not_processed(tmp_path, capsys):
     path.write_text("{not json")
     assert main(["fix", str(path)]) == 1
     assert "not a notebook" in capsys.readouterr().err
+
+
+def test_jupyter_autosaved_copies_are_not_read(tmp_path, capsys):
+    checkpoints = tmp_path / ".ipynb_checkpoints"
+    checkpoints.mkdir()
+    copy = _notebook(checkpoints)
+    before = copy.read_bytes()
+    assert main(["fix", "--unsafe-fixes", str(tmp_path)]) == 0
+    assert copy.read_bytes() == before

@@ -19,6 +19,7 @@ __all__ = ["file_kind", "Discovery", "discover", "DEFAULT_EXCLUDES", "relative_d
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", ".mypy_cache",
     ".pytest_cache", ".ruff_cache", "node_modules", ".eggs", "*.egg-info", ".torchport_cache",
+    ".ipynb_checkpoints",  # Jupyter's autosaved copies of notebooks
 )
 
 _REQUIREMENTS = re.compile(r"(.*requirements.*|constraints.*)\.(txt|in)$", re.IGNORECASE)
