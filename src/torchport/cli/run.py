@@ -41,10 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_paths(args) -> None:
-    """Before the program starts: each --scope exists, and --report is writable and not the script."""
+    """Before the program starts (and before anything is retargeted): the script exists, each --scope
+    exists, and --report is writable and not the script."""
     import os
 
     from torchport.cli.common import check_output_path
+    from torchport.retarget.runner import check_script_path
 
     for path in args.scope:
         if not os.path.isdir(path) and not os.path.isfile(path):
@@ -52,6 +54,8 @@ def _check_paths(args) -> None:
     script = [] if args.module else args.program[:1]
     if script and os.path.isdir(script[0]):
         raise UsageError(f"Script {script[0]!r} is a folder. Pass a Python file, or -m PACKAGE to run its __main__.")
+    if script:
+        check_script_path(script[0])
     check_output_path(args.report, script, "--report")
 
 

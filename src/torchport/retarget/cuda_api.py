@@ -253,7 +253,12 @@ def _new_standin(cls, genuine, *args, **kwargs):
     (without CUDA the genuine base is a placeholder whose constructor raises)."""
     if _real_cuda.is_available():
         return genuine.__new__(cls, *args, **kwargs)
-    return object.__new__(cls)
+    try:
+        return object.__new__(cls)
+    except TypeError:
+        # A CUDA build of torch on a machine without a GPU: the genuine base is the C type, which
+        # alone may allocate the object. Its handle is created lazily and never used here.
+        return genuine.__new__(cls)
 
 
 class Event(_real_cuda.Event, metaclass=StandIn, genuine=_real_cuda.Event):

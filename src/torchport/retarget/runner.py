@@ -81,11 +81,17 @@ def _main_namespace(filename: str, retarget: Retarget, spec=None) -> types.Modul
     return module
 
 
-def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = False) -> int:
-    """Run the Python file at `path` with `argv` as its arguments."""
+def check_script_path(path: str) -> str:
+    """The absolute path of the script to run; a usage error when there is no such file."""
     filename = os.path.abspath(path)
     if not os.path.isfile(filename):
         raise UsageError(f"Script {path!r} not found (looked in {os.getcwd()!r}). Check the path.")
+    return filename
+
+
+def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = False) -> int:
+    """Run the Python file at `path` with `argv` as its arguments."""
+    filename = check_script_path(path)
     directory = os.path.dirname(filename)
     for root, why in application_roots(directory):
         retarget.widen(root, why)
