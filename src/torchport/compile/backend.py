@@ -80,10 +80,11 @@ class TorchportBackend:
         try:
             return lookup_backend(self.compiler)
         except Exception as error:
+            package = self.backend.profile().data.get("package")
+            install = f"Install {package!r}" if package else "Install the package that provides it"
             raise UsageError(
                 f"The {self.backend.name!r} target compiles with torch.compile backend {self.compiler!r}, "
-                f"which is not available here: {error}. Install the target's package "
-                "(torch_xla for 'openxla', torch-neuronx for 'neuron'), or compile for another target."
+                f"which is not available here: {error}. {install}, or compile for another target."
             ) from error
 
     def __call__(self, graph_module: torch.fx.GraphModule, example_inputs):
