@@ -15,7 +15,7 @@ from typing import Any
 
 from torchport.errors import UsageError
 
-__all__ = ["load_case", "CASE_KEYS"]
+__all__ = ["load_case", "load_function", "CASE_KEYS"]
 
 #: Keys a case dict may have.
 CASE_KEYS = ("model", "inputs", "training_step", "batch_factory", "optimizer_factory", "unit", "units_per_sample", "name")
@@ -48,25 +48,32 @@ def _failure(error: BaseException) -> str:
     return f"raised {type(error).__name__}: {error}"
 
 
-def load_case(entry: str) -> dict[str, Any]:
-    """Import the entry point, call it, and return the case as a dict with at least `model`."""
-    import torch
-
+def load_function(entry: str, kind: str = "Entry point", example: str = "mypackage.models:make_case"):
+    """The function a MODULE:FUNCTION (or PATH/TO/FILE.py:FUNCTION) names; errors say `kind` and the fix."""
     module_text, colon, function_name = entry.rpartition(":")
     if not colon or not module_text or not function_name:
-        raise UsageError(f"Entry point {entry!r} is not MODULE:FUNCTION. Example: mypackage.models:make_case.")
+        raise UsageError(f"{kind} {entry!r} is not MODULE:FUNCTION. Example: {example}.")
     try:
         module = _import(module_text, entry)
     except UsageError:
         raise
     except (Exception, SystemExit) as error:  # the module's own top-level code failed or exited
-        raise UsageError(f"Entry point {entry!r}: importing {module_text!r} {_failure(error)}. "
+        raise UsageError(f"{kind} {entry!r}: importing {module_text!r} {_failure(error)}. "
                          "Fix the module so it imports cleanly.") from error
     function = getattr(module, function_name, None)
     if not callable(function):
         available = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
-        raise UsageError(f"Entry point {entry!r}: {module_text!r} has no function {function_name!r}. "
+        raise UsageError(f"{kind} {entry!r}: {module_text!r} has no function {function_name!r}. "
                          f"Callables there: {available[:15]}.")
+    return function
+
+
+def load_case(entry: str) -> dict[str, Any]:
+    """Import the entry point, call it, and return the case as a dict with at least `model`."""
+    import torch
+
+    function = load_function(entry)
+    module_text, _, function_name = entry.rpartition(":")
     try:
         value = function()
     except (Exception, SystemExit) as error:

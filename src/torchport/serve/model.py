@@ -123,17 +123,9 @@ def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:
     if not isinstance(factory, str):
         raise UsageError(f"Factory {factory!r} is neither MODULE:FUNCTION nor a callable. "
                          "Pass e.g. 'mypackage.serving:make_model'.")
-    from torchport.compare.entry import _import
+    from torchport.compare.entry import load_function
 
-    module_text, colon, function_name = factory.rpartition(":")
-    if not colon or not module_text or not function_name:
-        raise UsageError(f"Factory {factory!r} is not MODULE:FUNCTION. Example: mypackage.serving:make_model.")
-    module = _import(module_text, factory)
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        available = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
-        raise UsageError(f"Factory {factory!r}: {module_text!r} has no function {function_name!r}. "
-                         f"Callables there: {available[:15]}.")
+    function = load_function(factory, "Factory", "mypackage.serving:make_model")
     return function, factory
 
 
