@@ -127,6 +127,28 @@ class Backend:
                 return rule["otherwise"]
         return profile.preferred_precision
 
+    def is_out_of_memory(self, error: BaseException) -> bool:
+        """Whether `error` says this device (or the host) ran out of memory.
+
+        torch.OutOfMemoryError and Python's MemoryError mean that on any device; beyond them the
+        profile's `out_of_memory` states what this device raises: `types` (exception classes by
+        qualified name, e.g. 'torch.OutOfMemoryError', matched along the class's bases) and
+        `messages` (phrases its runtime writes, e.g. 'RESOURCE_EXHAUSTED', matched case-insensitively).
+        A backend without a profile recognises the two typed errors only.
+        """
+        names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__}
+        names |= {cls.__qualname__ for cls in type(error).__mro__ if cls.__module__ == "builtins"}
+        if names & {"torch.OutOfMemoryError", "MemoryError"}:
+            return True
+        try:
+            facts = self.profile().data.get("out_of_memory") or {}
+        except Exception:  # a third-party backend without a profile
+            return False
+        if names & set(facts.get("types", ())):
+            return True
+        message = str(error).lower()
+        return any(phrase.lower() in message for phrase in facts.get("messages", ()))
+
     def is_accelerator(self) -> bool:
         """False only for the host CPU."""
         return self.device_type != "cpu"

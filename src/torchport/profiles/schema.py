@@ -114,6 +114,16 @@ PROFILE_SCHEMA: dict = {
             },
             "additionalProperties": False,
         },
+        "out_of_memory": {
+            "type": "object",
+            "required": ["source"],
+            "properties": {
+                "types": {"type": "array", "items": {"type": "string"}},
+                "messages": {"type": "array", "items": {"type": "string"}},
+                "source": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
         "fallback": {
             "type": "object",
             "required": ["mechanism"],
