@@ -21,42 +21,10 @@ The device type is registered once per process; the profile can be switched at a
 
 from __future__ import annotations
 
-from torchport.emulated.registration import activate, is_registered, register
-from torchport.emulated.state import (
-    DEVICE_TYPE,
-    active_profile,
-    downcast_enabled,
-    get_recorder,
-    is_strict,
-    set_downcast_enabled,
-    set_recorder,
-    set_strict,
-)
-from torchport.emulated.storage import (
-    adopt_host_storage,
-    max_memory_allocated,
-    memory_allocated,
-    memory_stats,
-    reset_peak_memory_stats,
-    to_host,
-)
+# Each submodule's `__all__` is the one list of what it exports; the package re-exports them unchanged.
+from torchport.emulated import registration, state, storage
+from torchport.emulated.registration import *  # noqa: F403
+from torchport.emulated.state import *  # noqa: F403
+from torchport.emulated.storage import *  # noqa: F403
 
-__all__ = [
-    "DEVICE_TYPE",
-    "activate",
-    "active_profile",
-    "is_registered",
-    "register",
-    "memory_allocated",
-    "max_memory_allocated",
-    "memory_stats",
-    "reset_peak_memory_stats",
-    "set_recorder",
-    "get_recorder",
-    "downcast_enabled",
-    "set_downcast_enabled",
-    "set_strict",
-    "is_strict",
-    "to_host",
-    "adopt_host_storage",
-]
+__all__ = [*state.__all__, *registration.__all__, *storage.__all__]

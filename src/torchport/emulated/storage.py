@@ -13,15 +13,11 @@ import torch
 from torchport.emulated.state import DEVICE_TYPE, state
 from torchport.errors import EmulatedDeviceError
 
+#: What the package re-exports: host views of device bytes and the memory accounting. The helpers
+#: below them (wrap_new, wrap_view, block_of, ...) are the dispatcher's, imported by name.
 __all__ = [
     "to_host",
     "adopt_host_storage",
-    "wrap_new",
-    "wrap_view",
-    "sync_geometry",
-    "block_of",
-    "views_device_memory",
-    "is_device",
     "memory_allocated",
     "max_memory_allocated",
     "reset_peak_memory_stats",

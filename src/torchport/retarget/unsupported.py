@@ -62,9 +62,9 @@ def _cache_file() -> str:
             if name.endswith(".py"):
                 status = os.stat(os.path.join(folder, name))
                 digest.update(f"{folder}/{name}:{status.st_size}:{status.st_mtime_ns};".encode())
-    base = os.environ.get("TORCHPORT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "torchport")
-    return os.path.join(base, "retarget", f"cuda-only-{digest.hexdigest()[:16]}.json")
+    from torchport.scan.runner import default_cache_dir
+
+    return os.path.join(default_cache_dir(), "retarget", f"cuda-only-{digest.hexdigest()[:16]}.json")
 
 
 class CudaOnlyImportError(ImportError):
