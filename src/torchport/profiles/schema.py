@@ -124,6 +124,18 @@ PROFILE_SCHEMA: dict = {
             },
             "additionalProperties": False,
         },
+        "frameworks": {
+            # The target's own name in libraries that choose the device themselves (absent: the
+            # library has none); read by torchport.retarget.frameworks.
+            "type": "object",
+            "required": ["source"],
+            "properties": {
+                "accelerate": {"type": "string"},
+                "lightning": {"type": "string"},
+                "source": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
         "fallback": {
             "type": "object",
             "required": ["mechanism"],

@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import proxy, runtime, spawn, state
+from torchport.retarget import frameworks, proxy, runtime, spawn, state
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, application_roots
 
@@ -87,6 +87,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     runtime.bind(retarget)
     for note in backend.on_activate():
         retarget.decide(f"{backend.name} setup", note)
+    frameworks.steer(retarget)
     facades = proxy.Facades()
     proxy._facades = facades
     runtime.bind_facades(facades.by_name)

@@ -16,7 +16,7 @@ from functools import partial as _partial
 
 import torch
 
-from torchport.retarget import cuda_api, destination
+from torchport.retarget import cuda_api, destination, frameworks
 from torchport.retarget.destination import leaves_application
 
 from torchport.retarget.report import Site
@@ -156,6 +156,8 @@ def call(function, site: int, *args, **kwargs):
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
                 kwargs[keyword] = helper(site, value)
+        if "accelerator" in kwargs:  # a framework choosing the device itself (Lightning's Trainer)
+            frameworks.lightning_keywords(kwargs, site)
     return function(*args, **kwargs)
 
 

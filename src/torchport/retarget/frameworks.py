@@ -1,0 +1,134 @@
+"""Libraries that choose the device themselves, steered to the target through their own settings.
+
+The transformers `Trainer`, HF Accelerate's `Accelerator` and PyTorch Lightning's `Trainer` decide
+the device inside library code, which sees the real torch (not the application's facade). They are
+not patched: at activation torchport sets the settings these libraries document, from the target
+profile's `frameworks` facts (the target's own name in each library), and the run report says what
+was steered (redirected entries at `<environment>:0`) or why a library cannot use the target.
+
+- Accelerate (and the transformers Trainer, which places the model through Accelerate's
+  `PartialState`): on the CPU, `ACCELERATE_USE_CPU=true` (honoured by Accelerate and by
+  `TrainingArguments`); where Accelerate knows the target itself (the profile names it, e.g. `xla`,
+  `neuron`, `mps`) its own detection runs unchanged, including its distributed setup; a target it
+  does not know (the emulated device) is given with `ACCELERATE_TORCH_DEVICE`, which both libraries
+  read. A setting the user made is kept.
+- Lightning: `PL_TRAINER_ACCELERATOR` (Lightning's documented environment default for the
+  `Trainer(accelerator=...)` argument) is the target's Lightning name, so `Trainer()` with the default
+  `accelerator="auto"` runs there; an explicit `accelerator="gpu"` / `"cuda"` written in the application
+  is mapped where it leaves the application (`lightning_keywords`, called by `runtime.call`), with
+  GPU-style `devices=[0, 1]` / `-1` turned into a process count on the CPU. Where Lightning has no
+  accelerator for the target the keyword stays as written and the report says so.
+
+The environment is inherited by child processes (DataLoader workers, spawned ranks), which take the
+same decisions.
+"""
+
+from __future__ import annotations
+
+import os
+
+from torchport.backends.base import package_installed
+from torchport.retarget.report import Site
+
+__all__ = ["steer", "framework_names", "lightning_keywords", "ENVIRONMENT"]
+
+#: The filename of report sites for settings made in the environment (not at a line of the program).
+ENVIRONMENT = "<environment>"
+_TRUE = ("1", "true", "yes", "on")
+_LIGHTNING_CUDA_NAMES = ("gpu", "cuda")
+_LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning", "lightning_fabric")
+
+
+def framework_names(backend) -> dict[str, str]:
+    """The target's own name in each framework, from its profile (`frameworks`).
+
+    An emulated target has none: the libraries know the real device, not torchport's ``emulated``
+    device, so it is reached through the generic settings.
+    """
+    from torchport.backends.emulated import EmulatedBackend
+
+    if isinstance(backend, EmulatedBackend):
+        return {}
+    try:
+        facts = backend.profile().data.get("frameworks") or {}
+    except Exception:  # a third-party backend without a profile
+        facts = {}
+    return {key: value for key, value in facts.items() if key != "source"}
+
+
+def steer(retarget, environ=None, installed=package_installed) -> list[str]:
+    """Steer the installed frameworks to the target; returns the notes it recorded.
+
+    `installed(name)` says whether a package can be imported (found without importing it).
+    """
+    environ = os.environ if environ is None else environ
+    names = framework_names(retarget.backend)
+    notes = []
+    if installed("accelerate"):
+        notes.append(("Accelerate / transformers Trainer", _steer_accelerate(retarget, names, environ)))
+    if any(installed(package) for package in _LIGHTNING_PACKAGES):
+        notes.append(("PyTorch Lightning", _steer_lightning(retarget, names, environ)))
+    for topic, note in notes:
+        retarget.decide(f"device of {topic}", note)
+    return [note for _, note in notes]
+
+
+def _set(retarget, environ, variable: str, value: str, api: str) -> str:
+    """Set `variable` unless the user set it; record the setting as redirected."""
+    given = environ.get(variable)
+    if given is not None and given != value:
+        return f"kept the user's {variable}={given!r} (torchport would set {value!r})"
+    environ[variable] = value
+    retarget.redirected(api, Site(ENVIRONMENT, 0, f"{api}: {variable}={value}"))
+    return f"{variable}={value}"
+
+
+def _steer_accelerate(retarget, names: dict, environ) -> str:
+    target = retarget.backend.name
+    own = names.get("accelerate")
+    if retarget.type == "cpu":
+        setting = _set(retarget, environ, "ACCELERATE_USE_CPU", "true", "Accelerate device")
+        return f"run on the CPU ({setting})"
+    if own:
+        return f"Accelerate detects {own!r} itself: left to its own device selection"
+    device = str(retarget.device())
+    setting = _set(retarget, environ, "ACCELERATE_TORCH_DEVICE", device, "Accelerate device")
+    return (f"run on {target} ({setting}; Accelerate does not know {retarget.type!r}, so every "
+            "process uses that device)")
+
+
+def _steer_lightning(retarget, names: dict, environ) -> str:
+    own = names.get("lightning")
+    if not own:
+        return (f"PyTorch Lightning has no accelerator for {retarget.backend.name}: accelerator='gpu' is "
+                "left as written and Lightning decides the device (it fails or runs elsewhere)")
+    setting = _set(retarget, environ, "PL_TRAINER_ACCELERATOR", own, "Lightning accelerator")
+    return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
+
+
+def lightning_keywords(kwargs: dict, site: int) -> None:
+    """`Trainer(accelerator="gpu", devices=[0])` leaving the application: the target's Lightning name.
+
+    Called by `runtime.call` for a call into a torch-based library that passes `accelerator=`.
+    """
+    from torchport.retarget import runtime, state
+
+    value = kwargs.get("accelerator")
+    if not isinstance(value, str) or value.lower() not in _LIGHTNING_CUDA_NAMES:
+        return
+    retarget = state.current()
+    own = framework_names(retarget.backend).get("lightning")
+    if not own:
+        retarget.decide(
+            "device of PyTorch Lightning",
+            f"accelerator={value!r} kept: PyTorch Lightning has no accelerator for {retarget.backend.name}",
+        )
+        return
+    runtime.HITS[site] += 1
+    kwargs["accelerator"] = own
+    if own == "cpu":
+        devices = kwargs.get("devices")
+        if isinstance(devices, (list, tuple)):
+            kwargs["devices"] = max(1, len(devices))
+        elif devices == -1 or devices == "-1":
+            kwargs["devices"] = 1  # "every GPU": the CPU is one device

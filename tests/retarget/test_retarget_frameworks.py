@@ -1,0 +1,137 @@
+"""Libraries that choose the device themselves (transformers Trainer, Accelerate, Lightning) run on
+the target under retargeting, steered through their own settings, and the report says so.
+
+The end-to-end tests need the library installed (they are skipped otherwise: none of these is a
+dependency of torchport); the decisions from the profiles are tested without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from torchport import backends
+from torchport.retarget import frameworks
+from torchport.retarget.report import Recorder
+from torchport.retarget.state import Retarget
+
+
+def _installed(*names: str) -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in names)
+
+
+def _retarget(device: str) -> Retarget:
+    return Retarget(backend=backends.resolve(device), precision="keep", recorder=Recorder())
+
+
+def _installed_only(*packages):
+    return lambda name: name in packages
+
+
+# -- decisions from the profiles (no library needed) ------------------------------------------------
+def test_profile_names_the_target_in_each_framework_and_an_emulated_twin_has_none():
+    assert frameworks.framework_names(backends.get("xla")) == {"accelerate": "xla", "lightning": "tpu"}
+    assert frameworks.framework_names(backends.get("cpu"))["lightning"] == "cpu"
+    assert "lightning" not in frameworks.framework_names(backends.get("neuron"))
+    # the libraries know the real device, not torchport's `emulated` one
+    assert frameworks.framework_names(backends.get("xla-emulated")) == {}
+
+
+def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_reports_it():
+    retarget, environ = _retarget("cpu"), {}
+    frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "pytorch_lightning"))
+    assert environ == {"ACCELERATE_USE_CPU": "true", "PL_TRAINER_ACCELERATOR": "cpu"}
+    report = retarget.recorder.to_dict()
+    steered = {entry["api"] for entry in report["redirected"] if entry["site"] == "<environment>:0"}
+    assert steered == {"Accelerate device: ACCELERATE_USE_CPU=true", "Lightning accelerator: PL_TRAINER_ACCELERATOR=cpu"}
+    assert "ACCELERATE_USE_CPU=true" in report["precision_decisions"]["device of Accelerate / transformers Trainer"]
+
+
+def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_cannot():
+    retarget, environ = _retarget("neuron-emulated"), {}
+    frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "lightning"))
+    assert environ == {"ACCELERATE_TORCH_DEVICE": str(retarget.device())}
+    decisions = retarget.recorder.to_dict()["precision_decisions"]
+    assert "no accelerator for neuron-emulated" in decisions["device of PyTorch Lightning"]
+
+
+def test_a_setting_the_user_made_is_kept_and_named():
+    retarget, environ = _retarget("cpu"), {"ACCELERATE_USE_CPU": "false"}
+    frameworks.steer(retarget, environ, installed=_installed_only("accelerate"))
+    assert environ == {"ACCELERATE_USE_CPU": "false"}
+    decision = retarget.recorder.to_dict()["precision_decisions"]["device of Accelerate / transformers Trainer"]
+    assert "kept the user's ACCELERATE_USE_CPU='false'" in decision
+
+
+def test_nothing_is_set_for_libraries_that_are_not_installed():
+    retarget, environ = _retarget("cpu"), {}
+    assert frameworks.steer(retarget, environ, installed=_installed_only()) == []
+    assert environ == {}
+
+
+# -- end to end ------------------------------------------------------------------------------------
+TRAINER = """
+import sys, torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
+model = GPT2LMHeadModel(config)
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        ids = torch.arange(8) % 50
+        return {"input_ids": ids, "labels": ids}
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, max_steps=2, report_to=[],
+                         save_strategy="no", fp16=True)
+trainer = Trainer(model=model, args=args, train_dataset=Data())
+trainer.train()
+print("app_sees_cuda=" + str(torch.cuda.is_available()))
+print("model=" + next(model.parameters()).device.type)
+print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
+"""
+
+
+@pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
+@pytest.mark.parametrize("device, device_type", [("cpu", "cpu"), ("neuron-emulated", "emulated")])
+def test_transformers_trainer_fp16_trains_on_the_target(program, tmp_path, device, device_type):
+    result = program(TRAINER, "--device", device, "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = result.values()
+    assert values["app_sees_cuda"] == "True"
+    assert values["model"] == device_type
+    assert values["mixed_precision"] == "fp16"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert any(entry["site"] == "<environment>:0" and entry["api"].startswith("Accelerate device")
+               for entry in report["redirected"])
+
+
+LIGHTNING = """
+import torch
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    import pytorch_lightning as pl
+class Model(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, index):
+        return self.layer(batch[0]).pow(2).mean()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), batch_size=4)
+options = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+trainer = pl.Trainer(accelerator="gpu", devices=[0], **options) if FORM == "gpu" else pl.Trainer(**options)
+trainer.fit(Model(), data)
+print("device=" + trainer.strategy.root_device.type)
+"""
+
+
+@pytest.mark.skipif(not (_installed("lightning") or _installed("pytorch_lightning")), reason="needs Lightning")
+@pytest.mark.parametrize("form", ["gpu", "auto"])
+def test_lightning_trainer_for_the_gpu_trains_on_the_target(program, form):
+    result = program(f"FORM = {form!r}\n" + LIGHTNING, "--device", "cpu")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["device"] == "cpu"
