@@ -86,6 +86,8 @@ class CircuitBreaker:
 
     def record_success(self, probe: bool = False) -> None:
         """A primary call (a live request, or a probe when `probe`) succeeded."""
+        if not probe and self.state == CLOSED and self.consecutive_failures == 0:
+            return  # nothing to change (the common case, kept off the lock)
         with self._lock:
             before = self.state
             if probe:

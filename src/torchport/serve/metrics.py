@@ -95,6 +95,7 @@ class ServeMetrics:
         self._in_flight = gauge("torchport_serve_in_flight", "Requests being answered")
         self._abandoned = gauge("torchport_serve_abandoned_calls", "Primary calls past their timeout still running")
         self._breaker.set(0)
+        self._answered_children: dict[tuple[str, str, str], tuple] = {}
 
         class MemoryCollector:
             def collect(self):
@@ -114,8 +115,19 @@ class ServeMetrics:
         self.registry.register(MemoryCollector())
 
     def answered(self, role: str, device: str, outcome: str, seconds: float) -> None:
-        self._requests.labels(role, device, outcome).inc()
-        self._latency.labels(role, device).observe(seconds)
+        # On every request's path: the labelled children are looked up once and kept.
+        key = (role, device, outcome)
+        children = self._answered_children.get(key)
+        if children is None:
+            children = self._answered_children[key] = (self._requests.labels(role, device, outcome),
+                                                       self._latency.labels(role, device))
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def watch(self, in_flight: Callable[[], float], abandoned: Callable[[], float]) -> None:
+        """Read the in-flight and abandoned counts at scrape time instead of setting them per request."""
+        self._in_flight.set_function(in_flight)
+        self._abandoned.set_function(abandoned)
 
     def failover(self, cause: str) -> None:
         self._failovers.labels(cause).inc()

@@ -7,10 +7,15 @@ device and judges the two outputs with compare's parity rule (`torchport.serve.s
 sends only a share of live traffic to the primary. `drain()` lets in-flight requests finish and
 refuses new ones.
 
-Primary calls run on a worker pool so that a hung call can be abandoned at the timeout (Python
-cannot kill it; the call keeps its worker until it returns and is counted as abandoned); with
+Primary calls run on persistent worker threads behind a lock rendezvous (`torchport.serve.handoff`)
+so that a hung call can be abandoned at the timeout (Python cannot kill it; the call keeps its
+worker until it returns and is counted as abandoned) while later requests take other workers; with
 `timeout_s=None` they run in the caller's thread, without that handoff and without a timeout. The
 fallback runs in the caller's thread, without a timeout: it is the last resort.
+
+The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
+fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
+children looked up once, and the in-flight and abandoned gauges read at scrape time.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
 from torchport.serve.breaker import CircuitBreaker
 from torchport.serve.errors import Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, ServeError
+from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
-from torchport.serve.model import load_factory, load_weights, nonfinite_count, to_device
+from torchport.serve.model import all_finite, load_factory, load_weights, nonfinite_count, to_device
 from torchport.serve.shadow import ShadowMonitor
 
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
@@ -63,20 +69,10 @@ class _DeviceFailure(Exception):
         self.detail = detail
 
 
-#: How out-of-memory reads in the messages of devices without a typed error (XLA, Neuron: RESOURCE_EXHAUSTED).
-_OOM_PHRASES = ("out of memory", "resource_exhausted", "resource exhausted", "failed to allocate")
-
-
-def failure_cause(error: BaseException) -> str:
-    """'oom' for an out-of-memory error of any device (or the host), 'error' for anything else."""
-    import torch
-
-    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
-        return "oom"
-    message = str(error).lower()
-    if isinstance(error, RuntimeError) and any(phrase in message for phrase in _OOM_PHRASES):
-        return "oom"
-    return "error"
+def failure_cause(error: BaseException, backend) -> str:
+    """'oom' when `error` is `backend`'s device (or the host) out of memory, as its profile's
+    `out_of_memory` facts recognise it (`Backend.is_out_of_memory`); 'error' for anything else."""
+    return "oom" if backend.is_out_of_memory(error) else "error"
 
 
 class Replica:
@@ -118,6 +114,11 @@ class Replica:
 
         model = self.model()
         with torch.inference_mode():
+            if self.device.type == "cpu" and isinstance(inputs, torch.Tensor) and inputs.device.type == "cpu":
+                outputs = call_model(model, inputs)  # host to host: nothing to move
+                if isinstance(outputs, torch.Tensor) and outputs.device.type == "cpu":
+                    return outputs
+                return to_device(outputs, "cpu")
             return to_device(call_model(model, to_device(inputs, self.device)), "cpu")
 
 
@@ -237,13 +238,12 @@ class Deployment:
         self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds)
         self.max_concurrency = max_concurrency
         # Room for every live call plus as many abandoned at their timeout, so that a few hung calls do
-        # not make healthy ones queue past their own timeout.
-        self._primary_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2 * max_concurrency + 4,
-                                                                   thread_name_prefix="torchport-primary")
+        # not make healthy ones wait; with every worker busy a call fails over at once.
+        self._primary_workers = Handoff(2 * max_concurrency + 4, "torchport-primary")
+        self.metrics.watch(in_flight=lambda: self._in_flight, abandoned=lambda: self._primary_workers.abandoned)
         self._background = _Background(max_background)
         self._state = threading.Condition()
         self._in_flight = 0
-        self._abandoned = 0
         self.draining = False
         #: How each loaded device did on the factory's example at start ("ok" or what went wrong).
         self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
@@ -298,7 +298,7 @@ class Deployment:
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
                        "note": self.shadow_note or None},
             "in_flight": self._in_flight,
-            "abandoned_calls": self._abandoned,
+            "abandoned_calls": self._primary_workers.abandoned,
         }
 
     # -- requests ------------------------------------------------------------------------------
@@ -338,14 +338,13 @@ class Deployment:
                     raise Draining("The deployment is draining for shutdown and takes no new requests. "
                                    "Retry on another replica.")
                 deployment._in_flight += 1
-                deployment.metrics.set_in_flight(deployment._in_flight)
 
         def __exit__(self, *exc_info):
             deployment = self.deployment
             with deployment._state:
                 deployment._in_flight -= 1
-                deployment.metrics.set_in_flight(deployment._in_flight)
-                deployment._state.notify_all()
+                if deployment.draining:
+                    deployment._state.notify_all()
             return False
 
     def _admitted(self) -> _Admission:
@@ -390,52 +389,36 @@ class Deployment:
             try:
                 outputs = self.primary.run(inputs)
             except Exception as error:
-                raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
+                raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
             return self._finite(outputs)
         try:
-            future = self._primary_pool.submit(self.primary.run, inputs)
-        except RuntimeError as error:  # the pool is shut down
-            raise _DeviceFailure("error", f"the primary's worker pool is closed ({error})") from error
-        try:
-            outputs = future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
-            if not future.cancel():
-                self._abandon(future)
-            raise _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}") from None
+            outputs = self._primary_workers.call(self.primary.run, inputs, self.timeout_s)
+        except Deadline as error:
+            raise _DeviceFailure("timeout", str(error)) from None
+        except Busy as error:  # every worker is still in a call past its timeout
+            raise _DeviceFailure("timeout", str(error)) from None
         except (Exception, SystemExit) as error:  # sys.exit() in the model is a failure too; Ctrl-C is not
-            raise _DeviceFailure(failure_cause(error), f"{type(error).__name__}: {error}") from error
+            raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
         return self._finite(outputs)
 
     @staticmethod
     def _finite(outputs: Any) -> Any:
+        if all_finite(outputs):
+            return outputs
         bad = nonfinite_count(outputs)
-        if bad:
-            raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
-        return outputs
-
-    def _abandon(self, future) -> None:
-        with self._state:
-            self._abandoned += 1
-            self.metrics.set_abandoned(self._abandoned)
-
-        def finished(_future):
-            with self._state:
-                self._abandoned -= 1
-                self.metrics.set_abandoned(self._abandoned)
-
-        future.add_done_callback(finished)
+        raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
 
     def _fallback_only(self, inputs: Any) -> Any:
         """The fallback's answer for a request routed straight to it."""
         try:
             outputs = self.fallback.run(inputs)
         except Exception as error:
-            if failure_cause(error) == "error":
+            if failure_cause(error, self.fallback.backend) == "error":
                 raise ModelRejectedInput(f"The model raised on {self.fallback.name!r} for this input: "
                                          f"{type(error).__name__}: {error}. Check the input's shape and type.") from error
             raise NoDeviceAnswered(f"The fallback {self.fallback.name!r} ran out of memory: {error}. "
                                    "Lower the request size or the concurrency limit.") from error
-        bad = nonfinite_count(outputs)
+        bad = 0 if all_finite(outputs) else nonfinite_count(outputs)
         if bad:
             raise ModelRejectedInput(f"The model returned {bad} NaN or inf elements on {self.fallback.name!r} for this "
                                      "input. Check the input's range.")
@@ -447,7 +430,7 @@ class Deployment:
         try:
             outputs = self.fallback.run(inputs)
         except Exception as error:
-            cause = failure_cause(error)
+            cause = failure_cause(error, self.fallback.backend)
             if cause == "error" and failure.cause == "error":
                 raise ModelRejectedInput(
                     f"The model raised on both devices for this input: {self.primary.name!r} {failure.detail}; "
@@ -456,7 +439,7 @@ class Deployment:
             self._primary_failed(failure)
             raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
                                    f"{self.fallback.name!r} failed ({cause}: {type(error).__name__}: {error}).") from error
-        bad = nonfinite_count(outputs)
+        bad = 0 if all_finite(outputs) else nonfinite_count(outputs)
         if bad and failure.cause == "nonfinite":
             raise ModelRejectedInput("The model returned NaN or inf on both devices for this input. "
                                      "Check the input's range.")
@@ -519,7 +502,7 @@ class Deployment:
     def close(self) -> None:
         """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own)."""
         self.drain(timeout_s=self.timeout_s or 5.0)
-        self._primary_pool.shutdown(wait=False, cancel_futures=True)
+        self._primary_workers.close()
         self._background.pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Deployment:

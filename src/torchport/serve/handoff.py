@@ -1,0 +1,152 @@
+"""Calls with a deadline: the call runs on a persistent worker thread while the caller waits at most
+`timeout_s` for it, so that a hung call can be left behind and the request answered by someone else.
+
+The handoff is a rendezvous on plain locks (no executor, no futures, no queue): the caller takes an
+idle worker, hands it the call and releases the worker's start lock; the worker runs it, puts
+itself back on the idle stack and releases the call's done lock. Two thread wake-ups per call and
+nothing allocated but the call record. Idle workers are a stack, so the thread that ran the last
+call runs the next one, its caches and the library's per-thread state warm.
+
+A call still running at its deadline is abandoned: its worker keeps running it (Python cannot stop
+a thread) and returns to the stack when the call ends; until then other workers take the traffic,
+up to `limit` threads in all. With every worker busy a call is refused at once (`Busy`), not
+queued behind the hung ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+__all__ = ["Handoff", "Deadline", "Busy"]
+
+
+class Deadline(Exception):
+    """The call did not end within its timeout; it was abandoned and is still running."""
+
+
+class Busy(Exception):
+    """Every worker is running a call (most of them abandoned ones); the call was not started."""
+
+
+class _Call:
+    __slots__ = ("function", "argument", "result", "error", "done", "finished", "abandoned")
+
+    def __init__(self, function: Callable[[Any], Any], argument: Any):
+        self.function = function
+        self.argument = argument
+        self.result = None
+        self.error: BaseException | None = None
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.finished = False
+        self.abandoned = False
+
+
+class _Worker:
+    __slots__ = ("start", "call", "thread")
+
+    def __init__(self, handoff: Handoff, name: str):
+        self.start = threading.Lock()
+        self.start.acquire()
+        self.call: _Call | None = None
+        self.thread = threading.Thread(target=handoff._serve, args=(self,), name=name, daemon=True)
+        self.thread.start()
+
+
+class Handoff:
+    """Runs `function(argument)` on one of at most `limit` persistent threads, waiting `timeout_s`."""
+
+    def __init__(self, limit: int, name: str = "torchport-worker",
+                 on_abandoned: Callable[[int], None] | None = None):
+        self.limit = limit
+        self.name = name
+        self._on_abandoned = on_abandoned
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._workers = 0
+        self._closed = False
+        #: Calls past their deadline that are still running.
+        self.abandoned = 0
+
+    @property
+    def workers(self) -> int:
+        """Threads started so far (idle, busy or running an abandoned call)."""
+        return self._workers
+
+    def call(self, function: Callable[[Any], Any], argument: Any, timeout_s: float) -> Any:
+        """`function(argument)` run on a worker; raises what it raised, Deadline or Busy."""
+        worker = self._take()
+        call = _Call(function, argument)
+        worker.call = call
+        worker.start.release()
+        if not call.done.acquire(timeout=timeout_s):
+            with self._lock:
+                if not call.finished:
+                    call.abandoned = True
+                    self.abandoned += 1
+                    abandoned = self.abandoned
+                else:
+                    abandoned = None
+            if abandoned is not None:
+                if self._on_abandoned is not None:
+                    self._on_abandoned(abandoned)
+                raise Deadline(f"no answer within timeout_s={timeout_s}")
+            call.done.acquire()  # it ended between the deadline and the check: take its answer
+        if call.error is not None:
+            error, call.error = call.error, None
+            raise error
+        return call.result
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise Busy(f"the {self.name} threads are shut down")
+            if self._idle:
+                return self._idle.pop()
+            if self._workers >= self.limit:
+                raise Busy(f"all {self.limit} {self.name} threads are busy ({self.abandoned} of them with calls "
+                           "past their timeout)")
+            self._workers += 1
+            index = self._workers
+        return _Worker(self, f"{self.name}-{index}")
+
+    def _serve(self, worker: _Worker) -> None:
+        while True:
+            worker.start.acquire()
+            call = worker.call
+            worker.call = None
+            if call is None:  # close()
+                return
+            try:
+                call.result = call.function(call.argument)
+            except BaseException as error:  # handed to the caller, whatever it is; the worker lives on
+                call.error = error
+            with self._lock:
+                call.finished = True
+                abandoned = call.abandoned
+                if abandoned:
+                    self.abandoned -= 1
+                    count = self.abandoned
+                closed = self._closed
+                if closed:
+                    self._workers -= 1
+                else:
+                    self._idle.append(worker)
+            call.done.release()
+            if abandoned:
+                call.result = call.error = None  # nobody will read them
+                if self._on_abandoned is not None:
+                    self._on_abandoned(count)
+            if closed:
+                return
+
+    def close(self) -> None:
+        """Stop the idle workers; busy ones stop when their call ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._workers -= len(idle)
+        for worker in idle:
+            worker.call = None
+            worker.start.release()
