@@ -76,6 +76,79 @@ def test_non_blocking_copy_to_the_host_and_pinned_memory(target):
     assert all(batch.is_pinned() for (batch,) in loader)
 
 
+@pytest.mark.parametrize("make, expected", [
+    (lambda: torch.empty(4, pin_memory=True), None),
+    (lambda: torch.zeros(2, 3, pin_memory=True), torch.zeros(2, 3)),
+    (lambda: torch.full((2,), 7.0, pin_memory=True), torch.full((2,), 7.0)),
+    (lambda: torch.arange(5, pin_memory=True), torch.arange(5)),
+    (lambda: torch.tensor([[1.0, 2.0]], pin_memory=True), torch.tensor([[1.0, 2.0]])),
+    (lambda: torch.empty_strided((2, 3), (1, 2), pin_memory=True), None),
+    (lambda: torch.ones_like(torch.zeros(3, dtype=torch.int32), pin_memory=True), torch.ones(3, dtype=torch.int32)),
+    (lambda: torch.zeros(2).new_ones(3, pin_memory=True), torch.ones(3)),
+], ids=["empty", "zeros", "full", "arange", "tensor", "empty_strided", "ones_like", "new_ones"])
+def test_factories_with_pin_memory_give_pinned_host_memory_where_the_target_pins(target, make, expected):
+    target("neuron")  # capabilities.pinned_memory: true
+    made = make()
+    assert made.device.type == "cpu" and made.is_pinned()
+    if expected is not None:
+        assert torch.equal(made, expected) and made.dtype == expected.dtype
+    staged = made.copy_(torch.arange(made.numel()).reshape(made.shape).to(made.dtype))
+    assert torch.equal(staged.to(DEVICE, non_blocking=True).cpu(), staged)
+    assert not torch.empty(4).is_pinned()  # without pin_memory=True nothing changes
+    with pytest.raises(EmulatedDeviceError, match="only dense CPU tensors can be pinned"):
+        torch.empty(4, device=DEVICE, pin_memory=True)
+
+
+def test_the_emulated_twin_follows_the_profile_on_pinned_memory():
+    from torchport import backends, profiles
+
+    for name in ("neuron", "xla", "mps"):
+        expected = profiles.load(name).capabilities["pinned_memory"]
+        assert backends.get(f"{name}-emulated").supports_pinned_memory is expected
+
+
+def test_a_target_without_pinned_memory_refuses_pinning_and_the_loader_leaves_batches_unpinned(target):
+    target("xla")  # capabilities.pinned_memory: false
+    reason = r"target 'xla' has no pinned host memory \(torch_xla: host tensors are staged by PJRT"
+    with pytest.raises(EmulatedDeviceError, match=r"torch\.empty\(pin_memory=True\): " + reason):
+        torch.empty(4, pin_memory=True)
+    with pytest.raises(EmulatedDeviceError, match=r"Tensor\.pin_memory\(\): " + reason):
+        torch.randn(2).pin_memory()
+    values = torch.randn(4, 3)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(values), batch_size=2, pin_memory=True)
+    with pytest.warns(UserWarning, match="target 'xla' has no pinned host memory"):
+        batches = [batch for (batch,) in loader]
+    assert not any(batch.is_pinned() for batch in batches)
+    assert torch.equal(torch.cat(batches), values)
+
+
+def test_run_keeps_pinned_staging_buffers_on_a_target_that_pins_and_drops_them_where_it_cannot(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "staging.py"
+    script.write_text(textwrap.dedent(
+        """
+        import json
+        import torch
+        staging = torch.empty(4, 3, pin_memory=True)
+        staging.copy_(torch.arange(12.0).reshape(4, 3))
+        on_device = staging.to("cuda", non_blocking=True)
+        print("RESULT " + json.dumps({"pinned": staging.is_pinned(), "sum": on_device.sum().item()}))
+        """
+    ))
+    results = {}
+    for device in ("neuron-emulated", "xla-emulated"):
+        done = subprocess.run([sys.executable, "-m", "torchport", "run", "--device", device, str(script)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
+        results[device] = json.loads(line[len("RESULT "):])
+    assert results["neuron-emulated"] == {"pinned": True, "sum": 66.0}
+    assert results["xla-emulated"] == {"pinned": False, "sum": 66.0}
+
+
 def test_sparse_tensors_are_named_as_not_emulated_and_counted_in_the_report(target):
     profile = target("neuron")
     census = Census(profile)

@@ -19,12 +19,11 @@ __all__ = ["EmulatedBackend", "EMULATED_DEVICE_TYPE"]
 EMULATED_DEVICE_TYPE = "emulated"
 
 #: What the emulator itself cannot do, whatever the target: it computes synchronously on the host
-#: (no device events or streams to hand out), cannot pin host memory, and runs collectives through
-#: gloo registered for the ``emulated`` device (``dist_backend``). Every other capability and
-#: decision (GradScaler, precision, checkpoint loading, fused optimizers, compiler) is the real
-#: target's, read from its profile, so a twin rehearses the decisions the target makes.
+#: (no device events or streams to hand out) and runs collectives through gloo registered for the
+#: ``emulated`` device (``dist_backend``). Every other capability and decision (GradScaler, pinned
+#: host memory, precision, checkpoint loading, fused optimizers, compiler) is the real target's,
+#: read from its profile, so a twin rehearses the decisions the target makes.
 EMULATOR_LIMITS: dict[str, object] = {
-    "pinned_memory": False,
     "native_events": False,
     "native_streams": False,
 }

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from torchport.emulated import pinned
 from torchport.emulated.state import DEVICE_TYPE
 
-__all__ = ["install", "install_device_paths", "install_host_pinning", "EXCLUDED_OPS", "HOST_COMPOSITES"]
+__all__ = ["install", "install_device_paths", "EXCLUDED_OPS", "HOST_COMPOSITES"]
 
 #: Ops that keep their composite path: the composite is what moves data between devices.
 EXCLUDED_OPS = frozenset(
@@ -225,7 +226,7 @@ def install_device_paths(library) -> None:
     ):
         library.impl(op._schema.name.split("::")[1], _host_kernel(op, function), "PrivateUse1")
     library.impl("_to_copy", _to_copy, "PrivateUse1")
-    install_host_pinning(library)
+    pinned.install(library)
 
 
 _to_copy_op = torch.ops.aten._to_copy.default
@@ -240,46 +241,3 @@ def _to_copy(tensor, **options):
     if options.get("non_blocking") and device is not None and torch.device(device).type == "cpu":
         options["non_blocking"] = False
     return _to_copy_op.redispatch(_CPU_KEYS, tensor, **options)
-
-
-# -- pinned host memory ----------------------------------------------------------------------------
-
-#: data pointers of host storages pinned for the emulated device (weakly: freed storages drop out)
-_pinned: dict[int, object] = {}
-
-
-def _is_pinned(tensor, device=None) -> bool:
-    return tensor.untyped_storage().data_ptr() in _pinned
-
-
-def _pin_memory(tensor, device=None):
-    # PyTorch asks the accelerator's hooks for a pinned allocator, which a Python backend cannot
-    # provide. Host memory of the emulated device is ordinary memory: a copy with the same geometry
-    # stands for the page-locked one, and is_pinned() answers True for it.
-    import weakref
-
-    pinned = torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype)
-    pinned.copy_(tensor)
-    storage = pinned.untyped_storage()
-    pointer = storage.data_ptr()
-    if pointer:
-        _pinned[pointer] = weakref.finalize(pinned, _pinned.pop, pointer, None)
-    return pinned
-
-
-def install_host_pinning(library) -> bool:
-    """Serve Tensor.pin_memory() and is_pinned() when the emulated device is the process's accelerator.
-
-    Returns False (and changes nothing) where another accelerator (CUDA, ...) owns pinned memory.
-    """
-    accelerator = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
-    if accelerator is None or accelerator.type != DEVICE_TYPE:
-        return False
-    import warnings
-
-    with warnings.catch_warnings():
-        # PyTorch warns that the CPU's generic kernels are being overridden: that is the point.
-        warnings.simplefilter("ignore")
-        library.impl("is_pinned", _is_pinned, "CPU")
-        library.impl("_pin_memory", _pin_memory, "CPU")
-    return True
