@@ -102,7 +102,7 @@ def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
         source = handle.read()
     module = _main_namespace(filename, retarget)
     try:
-        code = transform.compile_source(source, filename)
+        code = transform.compile_source(source, filename, target=retarget.backend.name)
     except SyntaxError as error:
         # As Python shows it: the script's line, no frames of the compiler (torchport's or ast's).
         error.__traceback__ = None
@@ -142,7 +142,7 @@ def run_module(name: str, argv: list[str], retarget: Retarget, rerun: bool = Fal
     if retarget.in_scope(spec.origin):
         spec.loader = RetargetLoader(spec.name, spec.origin)
         with open(spec.origin, "rb") as handle:
-            code = transform.compile_source(handle.read(), spec.origin)
+            code = transform.compile_source(handle.read(), spec.origin, target=retarget.backend.name)
     else:
         code = spec.loader.get_code(spec.name)
     module = _main_namespace(spec.origin, retarget, spec)

@@ -24,7 +24,7 @@ def _torchport_bootstrap(namespace: dict) -> None:
     with open(filename, "rb") as handle:
         source = handle.read()
     if retarget.in_scope(filename):
-        code = transform.compile_source(source, filename)
+        code = transform.compile_source(source, filename, target=retarget.backend.name)
         namespace[transform.HELPER] = runtime
     else:
         code = compile(source, filename, "exec", dont_inherit=True)

@@ -14,16 +14,32 @@ the interpreter's builtins and globals:
   torch objects likewise.
 
 Line and column numbers are kept, so tracebacks point at the user's lines.
+
+Rewritten code is cached like pytest's rewritten assertions: one pyc-like file per (module file,
+target) under `<torchport cache>/retarget/code/` ($TORCHPORT_CACHE_DIR, else
+$XDG_CACHE_HOME/torchport, else ~/.cache/torchport), never next to the user's sources. An entry is
+used only when its key matches: the source's hash, the target, the rewriter's own source, the
+CUDA-only package table, torch's and Python's versions and the optimization level; anything else
+(a stale, truncated or corrupt entry) is ignored and rebuilt. Nothing is written when Python would
+not write bytecode (PYTHONDONTWRITEBYTECODE, `-B`, `sys.dont_write_bytecode`).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib.util
+import marshal
+import os
+import sys
+import tempfile
+import types
 
 from torchport.retarget import runtime
 from torchport.retarget.unsupported import cuda_only_packages
 
-__all__ = ["rewrite", "compile_source", "REWRITTEN_METHODS", "REWRITTEN_KEYWORDS"]
+__all__ = ["rewrite", "compile_source", "cache_folder", "REWRITTEN_METHODS", "REWRITTEN_KEYWORDS",
+           "CACHE_STATS"]
 
 HELPER = "__tp__"
 
@@ -52,14 +68,29 @@ REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda"}
 IMPORT_FUNCTIONS = {"import_module", "__import__"}
 
 
+#: Site ids in freshly compiled (and cached) code are SITE_MARK + the site's index in the module;
+#: loading the code registers the module's sites and puts their ids in place (a process's ids
+#: depend on what it imported before). Far above any integer a program writes by hand.
+SITE_MARK = 0x7470_5F73_6974_655F_0000_0000
+
+
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, filename: str):
         self.filename = filename
         self.count = 0
+        #: (lineno, api) of each site, in the order of their marks; and the nodes holding them.
+        self.sites: list[tuple[int, str]] = []
+        self.site_nodes: list[ast.Constant] = []
+
+    def _site(self, lineno: int, api: str) -> ast.Constant:
+        node = ast.Constant(SITE_MARK + len(self.sites))
+        self.sites.append((lineno, api))
+        self.site_nodes.append(node)
+        self.count += 1
+        return node
 
     def _helper_call(self, helper: str, node: ast.AST, api: str, arguments: list, keywords=()):
-        site = ast.Constant(runtime.register_site(self.filename, getattr(node, "lineno", 0), api))
-        self.count += 1
+        site = self._site(getattr(node, "lineno", 0), api)
         if helper == "map_device":  # the hot one: map_device(value, site), no wrapper in between
             return self._helper(helper, [*arguments, site], node, keywords)
         return self._helper(helper, [site, *arguments], node, keywords)
@@ -139,8 +170,7 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper_call(helper, node, f".{name}()", [receiver, *node.args], node.keywords)
         if maps_keywords:
             # `f(..., device=v)` -> `__tp__.call(f, site, ..., device=v)`: the callee decides.
-            site = ast.Constant(runtime.register_site(self.filename, node.lineno, _describe_keywords(node)))
-            self.count += 1
+            site = self._site(node.lineno, _describe_keywords(node))
             return self._helper("call", [function, site, *node.args], node, node.keywords)
         return node
 
@@ -173,20 +203,167 @@ def _is_false(node: ast.AST) -> bool:
 
 
 def rewrite(tree: ast.Module, filename: str) -> tuple[ast.Module, int]:
-    """Rewrite `tree` in place; returns it and the number of call sites rewritten."""
+    """Rewrite `tree` in place, its sites registered; returns it and the number of sites rewritten."""
     rewriter = _Rewriter(filename)
     tree = rewriter.visit(tree)
     ast.fix_missing_locations(tree)
+    for node, (lineno, api) in zip(rewriter.site_nodes, rewriter.sites):
+        node.value = runtime.register_site(filename, lineno, api)
     return tree, rewriter.count
 
 
-def compile_source(source: bytes | str, filename: str, extra_passes=()):
+#: Counts of this process's cache lookups, by outcome ("hit", "miss", "written", "uncached").
+CACHE_STATS = {"hit": 0, "miss": 0, "written": 0, "uncached": 0}
+#: Bumped when the layout of a cache entry changes.
+_CACHE_FORMAT = b"TPRC1"
+_DIGEST_SIZE = 20
+
+
+def compile_source(source: bytes | str, filename: str, extra_passes=(), target: str | None = None):
     """Parse, rewrite and compile a module's source (a SyntaxError is raised as Python would).
 
     `extra_passes` are further in-place AST rewrites `(tree, source, filename)`, run after ours.
+    `target` (by default the active retarget's backend) keys the cache; code is cached only when
+    there is a target and no extra pass (another hook's rewrite has its own cache rules).
     """
+    if target is None:
+        from torchport.retarget import state
+
+        current = state.current()
+        target = current.backend.name if current is not None else None
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    entry = key = None
+    if target is not None and not extra_passes:
+        entry, key = _cache_entry(data, filename, target)
+        cached = _read_entry(entry, key)
+        if cached is not None:
+            CACHE_STATS["hit"] += 1
+            return _place_sites(*cached, filename)
+        CACHE_STATS["miss"] += 1
+    else:
+        CACHE_STATS["uncached"] += 1
     tree = ast.parse(source, filename=filename)
-    tree, _ = rewrite(tree, filename)
+    rewriter = _Rewriter(filename)
+    tree = rewriter.visit(tree)
+    ast.fix_missing_locations(tree)
     for extra in extra_passes:
         extra(tree, source, filename)
-    return compile(tree, filename, "exec", dont_inherit=True)
+    code = compile(tree, filename, "exec", dont_inherit=True)
+    sites = tuple(rewriter.sites)
+    if entry is not None and not sys.dont_write_bytecode:
+        _write_entry(entry, key, code, sites)
+    return _place_sites(code, sites, filename)
+
+
+def _place_sites(code: types.CodeType, sites: tuple, filename: str) -> types.CodeType:
+    """Register the module's sites in this process and replace their marks in `code` by their ids."""
+    if not sites:
+        return code
+    ids = [runtime.register_site(filename, lineno, api) for lineno, api in sites]
+    return _replace_marks(code, ids)
+
+
+def _replace_marks(code: types.CodeType, ids: list[int]) -> types.CodeType:
+    def replace(value):
+        kind = value.__class__
+        if kind is int:
+            index = value - SITE_MARK
+            return ids[index] if 0 <= index < len(ids) else value
+        if kind is types.CodeType:
+            return _replace_marks(value, ids)
+        if kind is tuple or kind is frozenset:
+            items = [replace(item) for item in value]
+            return value if all(a is b for a, b in zip(items, value)) else kind(items)
+        return value
+
+    constants = [replace(value) for value in code.co_consts]
+    if all(a is b for a, b in zip(constants, code.co_consts)):
+        return code
+    return code.replace(co_consts=tuple(constants))
+
+
+def cache_folder() -> str:
+    """Where rewritten code is cached: `<torchport cache>/retarget/code`."""
+    base = os.environ.get("TORCHPORT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "torchport")
+    return os.path.join(base, "retarget", "code")
+
+
+_rewriter_fingerprint: bytes | None = None
+
+
+def _fingerprint() -> bytes:
+    """What the rewritten code depends on besides the module: the rewriter and the runtime it calls
+    (their source), the CUDA-only package table, the versions of torch, Python and torchport."""
+    global _rewriter_fingerprint
+    if _rewriter_fingerprint is None:
+        import torchport
+
+        digest = hashlib.blake2b(_CACHE_FORMAT, digest_size=_DIGEST_SIZE)
+        for module in (sys.modules[__name__], runtime):
+            with open(module.__file__, "rb") as handle:
+                digest.update(handle.read())
+        digest.update(repr(sorted(cuda_only_packages())).encode())
+        torch = sys.modules.get("torch")
+        digest.update(f"{getattr(torch, '__version__', None)}|{torchport.__version__}|{sys.version}|"
+                      f"{sys.implementation.cache_tag}|{sys.flags.optimize}".encode())
+        digest.update(importlib.util.MAGIC_NUMBER)
+        _rewriter_fingerprint = digest.digest()
+    return _rewriter_fingerprint
+
+
+def _cache_entry(data: bytes, filename: str, target: str) -> tuple[str, bytes]:
+    """The entry's path (one per module file and target) and the key its content must carry."""
+    where = hashlib.blake2b(f"{os.path.abspath(filename)}|{target}".encode(), digest_size=12).hexdigest()
+    name = os.path.basename(filename).rpartition(".")[0] or "module"
+    path = os.path.join(cache_folder(), f"{name}.{target}.{where}.pyc")
+    key = hashlib.blake2b(data, digest_size=_DIGEST_SIZE, key=_fingerprint())
+    key.update(f"|{filename}|{target}".encode())
+    return path, key.digest()
+
+
+def _read_entry(path: str, key: bytes):
+    """(code, sites) from the entry at `path` when it carries `key` and is intact; else None."""
+    try:
+        with open(path, "rb") as handle:
+            blob = handle.read()
+    except OSError:
+        return None
+    header = len(_CACHE_FORMAT) + 2 * _DIGEST_SIZE
+    if len(blob) <= header or not blob.startswith(_CACHE_FORMAT):
+        return None
+    stored_key = blob[len(_CACHE_FORMAT):len(_CACHE_FORMAT) + _DIGEST_SIZE]
+    checksum = blob[len(_CACHE_FORMAT) + _DIGEST_SIZE:header]
+    payload = blob[header:]
+    if stored_key != key or hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest() != checksum:
+        return None
+    try:
+        code, sites = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(code, types.CodeType) or not isinstance(sites, tuple):
+        return None
+    return code, sites
+
+
+def _write_entry(path: str, key: bytes, code: types.CodeType, sites: tuple) -> None:
+    """Write the entry atomically (a temporary file renamed over it); a failure only costs the cache."""
+    payload = marshal.dumps((code, sites))
+    blob = _CACHE_FORMAT + key + hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest() + payload
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
+    except OSError:
+        return  # a read-only cache folder: rewrite each time
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(blob)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return
+    CACHE_STATS["written"] += 1
