@@ -1,7 +1,9 @@
 """The public surface: `torchport.compare(...)` is callable, names load lazily, devices parse."""
 
+import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -30,12 +32,49 @@ def test_importing_the_package_loads_no_engine_modules():
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("cpu", DeviceSpec("cpu", "native")), ("host:bfloat16", DeviceSpec("cpu", "bf16")),
+    [("cpu", DeviceSpec("cpu", "keep")), ("cpu:native", DeviceSpec("cpu", "keep")),
+     ("host:bfloat16", DeviceSpec("cpu", "bf16")),
      ("CPU:half", DeviceSpec("cpu", "fp16")), ("cpu:no-fp64", DeviceSpec("cpu", "no-fp64")),
-     ("cpu:fp32", DeviceSpec("cpu", "no-fp64")), ("trainium-emulated", DeviceSpec("neuron-emulated", "native"))],
+     ("cpu:fp32", DeviceSpec("cpu", "no-fp64")), ("trainium-emulated", DeviceSpec("neuron-emulated", "keep"))],
 )
 def test_device_spellings(text, expected):
     assert parse_device(text) == expected
+
+
+def test_compare_stores_the_policy_words_of_the_one_vocabulary():
+    from torchport import precision
+    from torchport.compare.devices import PRECISIONS
+
+    assert tuple(PRECISIONS) == precision.SUPPORTED["compare"]
+    for policy, spellings in PRECISIONS.items():
+        for spelling in spellings:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                stored = parse_device(f"cpu:{spelling}").precision
+            assert stored == policy == precision.resolve(policy, "compare")
+    assert parse_device("cpu").label == "cpu" and parse_device("cpu:keep").label == "cpu"
+
+
+def test_a_baseline_written_with_the_old_native_spelling_still_gates(tmp_path):
+    from torchport.compare.baseline import find_regressions, load_baseline
+
+    def document(device_suffix, units_per_second):
+        side = {"device": f"cpu{device_suffix}", "compiled": False,
+                "batches": [{"batch_size": 4, "units_per_second": units_per_second, "peak_memory_bytes": 100}]}
+        return {"kind": "torchport.compare", "reference": f"cpu{device_suffix}", "target": "cpu:fp32",
+                "parity": None, "training": None, "cost": None,
+                "performance": {"reference": side, "target": dict(side)}}
+
+    old_file = tmp_path / "old.json"
+    old_file.write_text(json.dumps(document(":native", 1000.0)))
+    old = load_baseline(str(old_file))
+    assert (old["reference"], old["target"], old["performance"]["reference"]["device"]) == ("cpu", "cpu:no-fp64", "cpu")
+    new = document("", 10.0)
+    for baseline in (old, json.loads(old_file.read_text())):  # a file, and a document passed in memory
+        regressions = find_regressions(new, baseline)
+        assert [regression.kind for regression in regressions] == ["throughput", "throughput"]
+        assert all("native" not in regression.message for regression in regressions)
+        assert regressions[0].name == "reference cpu batch 4"
 
 
 def test_precision_argument_overrides_the_suffix_and_labels_read_back():

@@ -9,7 +9,7 @@ from typing import Any
 
 from torchport.errors import UsageError
 
-__all__ = ["Regression", "load_baseline", "find_regressions"]
+__all__ = ["Regression", "load_baseline", "find_regressions", "in_current_vocabulary"]
 
 
 @dataclass
@@ -46,6 +46,28 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
             f"Baseline {str(path)!r} is not a torchport compare document (no \"kind\": \"torchport.compare\"). "
             "Pass a file written by 'torchport compare --json'."
         )
+    return in_current_vocabulary(document)
+
+
+def in_current_vocabulary(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with its device labels in today's precision vocabulary (a copy where any changed).
+
+    Older result files spell the default policy 'native' ('cpu:native') and no-fp64 'fp32'; reports
+    and regression messages then name the sides as today's documents do ('cpu', 'cpu:no-fp64').
+    """
+    from torchport.compare.devices import canonical_label
+
+    document = dict(document)
+    for key in ("reference", "target"):
+        if key in document:
+            document[key] = canonical_label(document[key])
+    performance = document.get("performance")
+    if isinstance(performance, dict):
+        document["performance"] = {
+            name: ({**side, "device": canonical_label(side["device"])}
+                   if isinstance(side, dict) and "device" in side else side)
+            for name, side in performance.items()
+        }
     return document
 
 
@@ -91,6 +113,7 @@ def _performance_regressions(old: dict, new: dict, tolerance: float) -> list[Reg
 def find_regressions(new: dict[str, Any], old: dict[str, Any], tolerance: float = 0.1) -> list[Regression]:
     """Everything in `new` worse than in `old`: parity nodes that stopped agreeing, a training run that
     stopped agreeing, throughput down or peak memory up by more than `tolerance` (a share, 0.1 = 10%)."""
+    old = in_current_vocabulary(old)
     found = _parity_regressions(old, new)
     old_training, new_training = old.get("training"), new.get("training")
     if old_training and new_training and old_training["passed"] and not new_training["passed"]:

@@ -1,9 +1,9 @@
 """A side of a comparison: a registry backend plus an optional precision policy.
 
 Written `BACKEND[:PRECISION]`: `cpu`, `cpu:bf16`, `neuron-emulated`, `xla`, `cuda:fp16`. The
-precision policy says how the side computes:
+precision policy, a word of torchport.precision's one vocabulary, says how the side computes:
 
-* `native` (the default): the model runs as written.
+* `keep` (the default; `native` is its synonym): the model runs as written.
 * `no-fp64` (its old spellings `fp32` and `float32` are deprecated: elsewhere `fp32` means autocast off): float64 parameters, buffers and inputs are downcast to float32
   first, the way devices without fp64 (Neuron, MPS) run a model. Autocast stays off; on a model with
   no float64 tensor this policy changes nothing.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -23,6 +24,8 @@ from torchport.errors import UsageError
 __all__ = [
     "DeviceSpec",
     "PRECISIONS",
+    "DEFAULT_PRECISION",
+    "canonical_label",
     "SideEffects",
     "track_effects",
     "parse_device",
@@ -33,12 +36,11 @@ __all__ = [
     "prepare_model",
 ]
 
-#: Precision policies, with the names users may type for each: torchport.precision's vocabulary for
-#: compare, where the policy 'keep' is stored under its synonym 'native'.
-PRECISIONS: dict[str, tuple[str, ...]] = {
-    ("native" if policy == "keep" else policy): spellings
-    for policy, spellings in precision_vocabulary.by_policy("compare").items()
-}
+#: Precision policies compare supports, with the names users may type for each (torchport.precision's
+#: vocabulary; a side stores the policy word itself).
+PRECISIONS: dict[str, tuple[str, ...]] = precision_vocabulary.by_policy("compare")
+#: The policy of a side written without one: the model as written.
+DEFAULT_PRECISION = "keep"
 
 _current_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("torchport_compare_side", default=None)
 
@@ -117,7 +119,7 @@ def _canonical_precision(text: str) -> str:
         policy = precision_vocabulary.resolve(text, "compare")
     except UsageError as error:
         raise UsageError(f"{error} Write the device as BACKEND[:PRECISION], e.g. 'cpu:bf16'.") from None
-    return "native" if policy == "keep" else policy
+    return policy
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,12 @@ class DeviceSpec:
     """One side of a comparison: which backend, which precision policy."""
 
     backend_name: str
-    precision: str = "native"
+    precision: str = DEFAULT_PRECISION
 
     @property
     def label(self) -> str:
         """The spelling users read and type back: 'cpu' or 'cpu:bf16'."""
-        if self.precision == "native":
+        if self.precision == DEFAULT_PRECISION:
             return self.backend_name
         return f"{self.backend_name}:{self.precision}"
 
@@ -191,8 +193,28 @@ def parse_device(text: str | DeviceSpec, precision: str | None = None) -> Device
             f"Device {text!r} names a device index; compare takes BACKEND[:PRECISION] and runs on index 0. "
             f"Write {name!r}, or select the device with the backend's visibility variable."
         )
-    policy = _canonical_precision(precision or written_precision or "native")
+    policy = _canonical_precision(precision or written_precision or DEFAULT_PRECISION)
     return DeviceSpec(backends.canonical_name(name), policy)
+
+
+def canonical_label(text: str) -> str:
+    """A side's label in today's vocabulary: 'cpu:native' (older result files) -> 'cpu', 'cpu:bfloat16' -> 'cpu:bf16'.
+
+    Only the precision word is rewritten, so a label naming a backend this machine lacks still reads;
+    text that is not BACKEND[:PRECISION] comes back unchanged.
+    """
+    if not isinstance(text, str):
+        return text
+    name, colon, written = text.partition(":")
+    if not colon:
+        return text
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            policy = precision_vocabulary.resolve(written, "compare")
+    except UsageError:
+        return text
+    return name if policy == DEFAULT_PRECISION else f"{name}:{policy}"
 
 
 def move_to(value: Any, device, downcast_float64: bool = False, side_name: str | None = None) -> Any:
