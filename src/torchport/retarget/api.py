@@ -152,8 +152,161 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
             code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
         else:
             code = runner.run_script(caller_file, sys.argv[1:], retarget, rerun=True)
+        if sys.flags.inspect:  # `python -i script.py`: the prompt after the script is retargeted too
+            _interact(sys.modules["__main__"].__dict__)
+            # Python would enter its own (not retargeted) prompt after a SystemExit under -i: the
+            # session ends here instead, with the exit handlers run as at a normal exit.
+            import atexit as exit_handlers
+
+            exit_handlers._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
         raise SystemExit(code)
     retarget = activate(options["device"], roots, options["precision"], options["strict"], options["report"],
                         options["no_scope"], options["verbose"])
     atexit.register(finish, retarget)
+    _retarget_session(frame)
     return retarget
+
+
+# -- notebooks and interactive interpreters ---------------------------------------------------------
+# Cells and typed statements are not imported modules, so the import hook never sees them. Where
+# use() is called from one, the code compiled after it goes through the same rewrite as a module:
+# IPython / Jupyter through IPython's AST transformer API, `code.InteractiveConsole` (and what is built
+# on it) through its compiler, the plain interactive interpreter through a retargeting console that
+# takes over the session (the C prompt has no hook for what is typed).
+
+def _retarget_session(frame) -> None:
+    """Retarget the code an interactive session runs after `use()` (a no-op in ordinary modules)."""
+    namespace = frame.f_globals
+    shell = _ipython_shell(namespace)
+    console = None if shell is not None else _enclosing_console(frame, namespace)
+    plain_prompt = (shell is None and console is None and frame.f_code.co_filename == "<stdin>"
+                    and namespace is getattr(sys.modules.get("__main__"), "__dict__", None))
+    if shell is None and console is None and not plain_prompt:
+        return
+    if shell is None and console is None:
+        _interact(namespace)
+        raise SystemExit(0)
+    _prepare_namespace(namespace)
+    if shell is not None:
+        shell.ast_transformers.append(_CellRewriter())
+    else:
+        _retarget_compiler(console)
+
+
+def _ipython_shell(namespace):
+    """The running IPython shell whose user namespace is `namespace`, or None."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    if shell is None or getattr(shell, "user_ns", None) is not namespace:
+        return None
+    return shell
+
+
+def _enclosing_console(frame, namespace):
+    """The `code.InteractiveInterpreter` running the statement that called use(), or None."""
+    import code
+
+    frame = frame.f_back
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, code.InteractiveInterpreter) and candidate.locals is namespace:
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def _prepare_namespace(namespace: dict) -> None:
+    """Give the session the runtime helpers and the facades; say once what was created before."""
+    import torch
+
+    from torchport.retarget import transform
+
+    namespace[transform.HELPER] = runtime
+    before = []
+    for name, value in list(namespace.items()):
+        if name.startswith("_"):
+            continue
+        facade = runtime.facade(value)
+        if facade is not value:
+            namespace[name] = facade  # `import torch` typed before use(): the application's torch
+        elif _off_target(value, torch):
+            before.append(name)
+    if before and not os.environ.get("TORCHPORT_QUIET"):
+        shown = ", ".join(sorted(before)[:8]) + (", ..." if len(before) > 8 else "")
+        print(f"torchport: code run from now on in this session is retargeted; {len(before)} tensor(s) or "
+              f"module(s) created before use() stay where they are ({shown}): run those cells again, "
+              "or move them with .to('cuda')", file=sys.stderr)
+
+
+def _off_target(value, torch) -> bool:
+    """A tensor, or a module with parameters, that lives elsewhere than on the target."""
+    target = state.current().type
+    if isinstance(value, torch.Tensor):
+        return value.device.type != target
+    if isinstance(value, torch.nn.Module):
+        return any(parameter.device.type != target for parameter in value.parameters())
+    return False
+
+
+class _CellRewriter:
+    """An IPython AST transformer: each cell is rewritten as an application module is."""
+
+    def visit(self, tree):
+        from torchport.retarget import transform
+
+        tree, _ = transform.rewrite(tree, "<cell>")
+        return tree
+
+
+def _retarget_compiler(console) -> None:
+    """Make `console` (a code.InteractiveInterpreter) compile what it runs next retargeted."""
+    import codeop
+
+    previous = getattr(console.compile, "compiler", None)
+    compiler = codeop.CommandCompiler()
+    compiler.compiler = _compile_class()()
+    compiler.compiler.flags = getattr(previous, "flags", compiler.compiler.flags)  # keeps __future__ imports
+    console.compile = compiler
+
+
+def _interact(namespace: dict) -> None:
+    """Run an interactive console in `namespace` whose statements are retargeted."""
+    import code
+
+    _prepare_namespace(namespace)
+    console = code.InteractiveConsole(namespace)
+    _retarget_compiler(console)
+    quiet = os.environ.get("TORCHPORT_QUIET")
+    console.interact(banner="" if quiet else "torchport: statements typed from now on are retargeted "
+                     "(end the session with Ctrl-D)", exitmsg="")
+
+
+def _compile_class():
+    """codeop's compiler with the module rewrite applied (built on first use: plain runs never import codeop)."""
+    import ast
+    import codeop
+
+    cached = globals().get("_RETARGET_COMPILE")
+    if cached is not None:
+        return cached
+
+    class RetargetCompile(codeop.Compile):
+        """Incomplete input, errors and __future__ flags as codeop's; the code is the rewritten source's."""
+
+        def __call__(self, source, filename, symbol, **kwargs):
+            from torchport.retarget import transform
+
+            flags = self.flags
+            code = super().__call__(source, filename, symbol, **kwargs)  # raises as Python's prompt does
+            if code is None:
+                return None
+            tree = compile(source, filename, symbol, flags | ast.PyCF_ONLY_AST, True)
+            tree, _ = transform.rewrite(tree, filename)
+            return compile(tree, filename, symbol, self.flags, True)
+
+    globals()["_RETARGET_COMPILE"] = RetargetCompile
+    return RetargetCompile

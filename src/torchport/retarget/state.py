@@ -46,6 +46,9 @@ class Retarget:
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 
+    def __repr__(self) -> str:  # what a notebook or the prompt shows for use()'s result
+        return f"<torchport retarget: cuda -> {self.backend.name}, precision {self.precision}>"
+
     # -- devices -----------------------------------------------------------------------------
     def device(self, index: int | None = None):
         """The torch.device standing for 'cuda' (index None) or 'cuda:index'."""
