@@ -104,7 +104,10 @@ def test_shadow_flags_a_perturbed_primary_within_three_requests():
 
 
 def test_shadow_raises_no_alarm_for_a_faithful_primary():
-    with Deployment(lambda: PerturbedModel(0.0), primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+    # max_background=60: every comparison is queued even when the background threads fall behind
+    # (the default bound skips comparisons as 'busy' then, which is not this test's subject).
+    with Deployment(lambda: PerturbedModel(0.0), primary=PRIMARY, fallback="cpu", shadow=1.0,
+                    max_background=60) as deployment:
         for index in range(60):
             deployment.predict({"inputs": sample(index)})
         deployment.flush()

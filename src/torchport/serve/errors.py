@@ -9,7 +9,7 @@ from __future__ import annotations
 from torchport.errors import TorchportError, UsageError
 
 __all__ = ["ServeError", "InvalidInput", "PayloadTooLarge", "Overloaded", "Draining", "NoDeviceAnswered",
-           "ModelRejectedInput"]
+           "ModelRejectedInput", "PostprocessFailed"]
 
 
 class ServeError(TorchportError):
@@ -59,3 +59,10 @@ class NoDeviceAnswered(ServeError):
 
     status = 503
     kind = "no_device_answered"
+
+
+class PostprocessFailed(ServeError):
+    """The factory's postprocess raised on the outputs of every device that answered."""
+
+    status = 500
+    kind = "postprocess_error"

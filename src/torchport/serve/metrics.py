@@ -20,7 +20,8 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 METRIC_NAMES = {
     "torchport_serve_requests_total": ("counter", "role, device, outcome (ok | failover | error)"),
     "torchport_serve_request_latency_seconds": ("histogram", "role, device (the device that answered)"),
-    "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom)"),
+    "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom | bad_output)"),
+    "torchport_serve_load_failures_total": ("counter", "role, device (the model could not be moved there at start)"),
     "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open)"),
     "torchport_serve_breaker_state": ("gauge", "0 closed, 1 open, 2 half-open"),
     "torchport_serve_breaker_transitions_total": ("counter", "to (closed | open | half_open)"),
@@ -31,7 +32,8 @@ METRIC_NAMES = {
     "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
     "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison"),
     "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison"),
-    "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | overloaded | draining | ...)"),
+    "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | overloaded | draining | "
+                                       "postprocess_error | ...)"),
     "torchport_serve_in_flight": ("gauge", "requests being answered"),
     "torchport_serve_abandoned_calls": ("gauge", "primary calls past their timeout still running"),
     "torchport_serve_device_memory_bytes": ("gauge", "role, device, stat (allocated | peak_allocated | process_resident)"),
@@ -81,6 +83,8 @@ class ServeMetrics:
                                              "Request latency in the runtime, by the device that answered",
                                              ("role", "device"), buckets=LATENCY_BUCKETS, registry=self.registry)
         self._failovers = counter("torchport_serve_failovers", "Requests failed over to the fallback, by cause", ("cause",))
+        self._load_failures = counter("torchport_serve_load_failures", "Devices the model could not be moved to at start",
+                                      ("role", "device"))
         self._routed = counter("torchport_serve_routed_to_fallback", "Requests sent straight to the fallback", ("reason",))
         self._breaker = gauge("torchport_serve_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open")
         self._transitions = counter("torchport_serve_breaker_transitions", "Breaker transitions", ("to",))
@@ -128,6 +132,9 @@ class ServeMetrics:
         """Read the in-flight and abandoned counts at scrape time instead of setting them per request."""
         self._in_flight.set_function(in_flight)
         self._abandoned.set_function(abandoned)
+
+    def load_failed(self, role: str, device: str) -> None:
+        self._load_failures.labels(role, device).inc()
 
     def failover(self, cause: str) -> None:
         self._failovers.labels(cause).inc()

@@ -30,7 +30,8 @@ from typing import Any, Mapping
 from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
 from torchport.serve.breaker import CircuitBreaker
-from torchport.serve.errors import Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, ServeError
+from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
+                                    ServeError)
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
@@ -40,8 +41,10 @@ from torchport.serve.shadow import ShadowMonitor
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
 
 PRIMARY, FALLBACK = "primary", "fallback"
-#: Why a primary call counts as failed.
-FAILURE_CAUSES = ("error", "timeout", "nonfinite", "oom")
+#: Why a primary call counts as failed. 'bad_output': the outputs break the contract the fallback's
+#: outputs set at warm-up (structure, dtypes, ranks, batch size), or the factory's postprocess raised
+#: on them while it accepts the fallback's.
+FAILURE_CAUSES = ("error", "timeout", "nonfinite", "oom", "bad_output")
 
 
 @dataclass
@@ -67,6 +70,55 @@ class _DeviceFailure(Exception):
         super().__init__(f"{cause}: {detail}")
         self.cause = cause
         self.detail = detail
+
+
+def _batch(inputs: Any) -> int | None:
+    import torch
+
+    return inputs.shape[0] if isinstance(inputs, torch.Tensor) and inputs.dim() >= 1 else None
+
+
+def _signature(outputs: Any, inputs: Any) -> tuple[tuple[str, str, int, bool], ...]:
+    """What the output contract compares: per output tensor its path, dtype, rank, and whether its
+    first dimension is the batch size of a one-tensor input (known only for a batch of 2 or more)."""
+    from torchport.compare.tree import flatten_tensors
+
+    batch = _batch(inputs)
+    return tuple((path, str(tensor.dtype).removeprefix("torch."), tensor.dim(),
+                  batch is not None and batch > 1 and tensor.dim() >= 1 and tensor.shape[0] == batch)
+                 for path, tensor in flatten_tensors(outputs))
+
+
+class OutputContract:
+    """The primary's outputs must look like the fallback's did on the warm-up example: the same
+    tensors (paths), dtypes (or the primary profile's downcast of them), ranks, and a batch-sized
+    first dimension where the fallback's had one. Shapes beyond that may follow the input."""
+
+    def __init__(self, reference: tuple, downcasts: Mapping[str, str]):
+        self.reference = reference
+        self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in reference}
+        self._batched = [path for path, _, _, batched in reference if batched]
+
+    def violation(self, outputs: Any, inputs: Any) -> str | None:
+        """None when `outputs` keep the contract, else what differs."""
+        import torch
+
+        from torchport.compare.tree import flatten_tensors
+
+        actual = [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs)
+        if [path for path, _ in actual] != [entry[0] for entry in self.reference]:
+            return (f"output tensors {[path or 'tensor' for path, _ in actual]} differ from the fallback's "
+                    f"{[entry[0] or 'tensor' for entry in self.reference]}")
+        batch = _batch(inputs)
+        for (path, tensor), (_, want_dtype, want_rank, want_batched) in zip(actual, self.reference):
+            name, dtype = path or "tensor", str(tensor.dtype).removeprefix("torch.")
+            if dtype not in self._allowed[(path, want_dtype)]:
+                return f"output {name} is {dtype}, the fallback's is {want_dtype}"
+            if tensor.dim() != want_rank:
+                return f"output {name} has {tensor.dim()} dimensions, the fallback's {want_rank}"
+            if want_batched and batch is not None and tensor.shape[0] != batch:
+                return f"output {name} has {tensor.shape[0]} rows for a batch of {batch}"
+        return None
 
 
 def failure_cause(error: BaseException, backend) -> str:
@@ -97,6 +149,13 @@ class Replica:
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    def profile_downcasts(self) -> dict[str, str]:
+        """{'float64': 'float32', ...}: the dtypes this device's profile computes in a narrower type."""
+        try:
+            return self.backend.profile().downcasts()
+        except Exception:  # a third-party backend without a profile
+            return {}
 
     def model(self):
         """The model on this device, moving it there on first use."""
@@ -230,11 +289,21 @@ class Deployment:
         self.spec = load_factory(factory)
         if weights:
             load_weights(self.spec.model, weights)
-        self.primary = Replica(PRIMARY, primary_backend, self.spec.model, copy_model=True)
-        self.fallback = Replica(FALLBACK, fallback_backend, self.spec.model, lazy=lazy_fallback)
+        self.primary = Replica(PRIMARY, primary_backend, self.spec.model, lazy=True, copy_model=True)
+        self.fallback = Replica(FALLBACK, fallback_backend, self.spec.model, lazy=True)
+        if not lazy_fallback:
+            try:
+                self.fallback.model()
+            except Exception as error:
+                raise UsageError(f"The model cannot be moved to the fallback {self.fallback.name!r}: "
+                                 f"{type(error).__name__}: {error}. The fallback is the way back; pick one the "
+                                 "model loads on (e.g. --fallback cpu).") from error
         self.metrics = make_metrics(self._replicas_loaded)
         self.breaker = CircuitBreaker(failure_threshold, reset_after_s, recovery_successes,
                                       on_change=self.metrics.breaker_changed)
+        #: Why the model could not be moved to the primary at start (None: it was); traffic then
+        #: starts on the fallback and the breaker's probes retry the move.
+        self.primary_load_error = self._load_primary()
         self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds)
         self.max_concurrency = max_concurrency
         # Room for every live call plus as many abandoned at their timeout, so that a few hung calls do
@@ -245,25 +314,59 @@ class Deployment:
         self._state = threading.Condition()
         self._in_flight = 0
         self.draining = False
+        #: The output contract from the fallback's answer to the factory's example (None: no example, the
+        #: primary's outputs are checked for NaN and inf only; status() says so).
+        self.contract: OutputContract | None = None
         #: How each loaded device did on the factory's example at start ("ok" or what went wrong).
         self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
+        if self.primary_load_error and not self.warmup:
+            self.warmup = {PRIMARY: f"not loaded: {self.primary_load_error}"}
         #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default).
         self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s) if batch_max_size > 1 else None
 
+    def _load_primary(self) -> str | None:
+        try:
+            self.primary.model()
+        except Exception as error:
+            if not self.fallback.loaded:
+                try:
+                    self.fallback.model()
+                except Exception as fallback_error:
+                    raise UsageError(
+                        f"The model loads on neither device: {self.primary.name!r} {type(error).__name__}: {error}; "
+                        f"{self.fallback.name!r} {type(fallback_error).__name__}: {fallback_error}."
+                    ) from fallback_error
+            self.metrics.load_failed(PRIMARY, self.primary.name)
+            self.breaker.force_open()
+            return f"{type(error).__name__}: {error}"
+        return None
+
     def _warm_up(self, example: Any) -> dict[str, str]:
         """Run the example once on each loaded device, without a timeout (compilation belongs here);
-        a primary that fails it starts with the breaker open, so traffic begins on the fallback."""
+        a primary that fails it, or whose outputs differ in structure from the fallback's, starts
+        with the breaker open, so traffic begins on the fallback. The fallback's outputs set the
+        output contract the primary's are held to on every request."""
         if callable(example):  # a compare case's inputs: batch size -> inputs
             example = example(1)
-        results = {}
+        results, signatures = {}, {}
+        if self.primary_load_error:
+            results[PRIMARY] = f"not loaded: {self.primary_load_error}"
         for replica in (self.primary, self.fallback):
             if not replica.loaded:
                 continue
             try:
-                bad = nonfinite_count(replica.run(example))
+                outputs = replica.run(example)
+                bad = nonfinite_count(outputs)
                 results[replica.role] = "ok" if not bad else f"{bad} NaN or inf elements in the outputs"
+                signatures[replica.role] = outputs
             except Exception as error:
                 results[replica.role] = f"{type(error).__name__}: {error}"
+        if results.get(FALLBACK) == "ok":
+            self.contract = OutputContract(_signature(signatures[FALLBACK], example), self.primary.profile_downcasts())
+            if results.get(PRIMARY) == "ok":
+                violation = self.contract.violation(signatures[PRIMARY], example)
+                if violation:
+                    results[PRIMARY] = f"outputs break the fallback's contract: {violation}"
         if results.get(PRIMARY, "ok") != "ok":
             self.breaker.force_open()
         return results
@@ -293,6 +396,8 @@ class Deployment:
             "fallback": {"device": self.fallback.name, "loaded": self.fallback.loaded},
             "breaker": self.breaker.state,
             "warmup": self.warmup or None,
+            "output_contract": ("checked against the fallback's outputs on the factory's example" if self.contract
+                                else "not checked: the factory gives no example (only NaN and inf are)"),
             "canary": self.canary_share,
             "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
@@ -313,13 +418,7 @@ class Deployment:
             except Exception as error:
                 self.metrics.rejected(InvalidInput.kind)
                 raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
-            answer = self._infer(inputs)
-            try:
-                answer.body = self.spec.postprocess(answer.outputs)
-            except Exception as error:
-                raise ServeError(f"The model's postprocess raised {type(error).__name__}: {error}. "
-                                 "Fix the factory's postprocess; the outputs were computed.") from error
-            return answer
+            return self._infer(inputs, postprocess=True)
 
     def infer(self, inputs: Any) -> Answer:
         """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
@@ -350,13 +449,15 @@ class Deployment:
     def _admitted(self) -> _Admission:
         return self._Admission(self)
 
-    def _infer(self, inputs: Any) -> Answer:
+    def _infer(self, inputs: Any, postprocess: bool = False) -> Answer:
         import torch
 
         started = time.perf_counter()
         batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
         try:
             answer = self.batcher(inputs) if batched else self._route_and_run(inputs)
+            if postprocess:
+                self._postprocess(answer, inputs)
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
@@ -366,6 +467,28 @@ class Deployment:
         if self._shadow_pick.pick():
             self._start_shadow(inputs, answer)
         return answer
+
+    def _postprocess(self, answer: Answer, inputs: Any) -> None:
+        """Set `answer.body`. When the factory's postprocess raises on the primary's outputs, the
+        request fails over ('bad_output') and the fallback's outputs are postprocessed instead; when
+        it raises on the fallback's too, the postprocess itself is at fault (PostprocessFailed, 500)."""
+        try:
+            answer.body = self.spec.postprocess(answer.outputs)
+            return
+        except Exception as error:
+            if answer.role != PRIMARY:
+                raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the "
+                                        f"outputs of {answer.device!r}. Fix the postprocess; the outputs were computed.") from error
+            failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
+        outputs = self._fallback_only(inputs)
+        try:
+            body = self.spec.postprocess(outputs)
+        except Exception as error:  # the postprocess, not the primary, is at fault: the breaker is not charged
+            raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
+                                    "of both devices. Fix the postprocess; the outputs were computed.") from error
+        self._primary_failed(failure)
+        answer.outputs, answer.body, answer.role, answer.device = outputs, body, FALLBACK, self.fallback.name
+        answer.failover = "bad_output"
 
     def _route_and_run(self, inputs: Any) -> Answer:
         if not self.breaker.allows_primary():
@@ -390,7 +513,7 @@ class Deployment:
                 outputs = self.primary.run(inputs)
             except Exception as error:
                 raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
-            return self._finite(outputs)
+            return self._checked(outputs, inputs)
         try:
             outputs = self._primary_workers.call(self.primary.run, inputs, self.timeout_s)
         except Deadline as error:
@@ -399,14 +522,18 @@ class Deployment:
             raise _DeviceFailure("timeout", str(error)) from None
         except (Exception, SystemExit) as error:  # sys.exit() in the model is a failure too; Ctrl-C is not
             raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
-        return self._finite(outputs)
+        return self._checked(outputs, inputs)
 
-    @staticmethod
-    def _finite(outputs: Any) -> Any:
-        if all_finite(outputs):
-            return outputs
-        bad = nonfinite_count(outputs)
-        raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
+    def _checked(self, outputs: Any, inputs: Any) -> Any:
+        """The primary's outputs, if finite and within the output contract."""
+        if not all_finite(outputs):
+            bad = nonfinite_count(outputs)
+            raise _DeviceFailure("nonfinite", f"{bad} NaN or inf elements in the outputs")
+        if self.contract is not None:
+            violation = self.contract.violation(outputs, inputs)
+            if violation:
+                raise _DeviceFailure("bad_output", violation)
+        return outputs
 
     def _fallback_only(self, inputs: Any) -> Any:
         """The fallback's answer for a request routed straight to it."""
