@@ -23,6 +23,7 @@ import argparse
 import http.client
 import itertools
 import json
+import os
 import random
 import statistics
 import threading
@@ -128,6 +129,52 @@ def in_process(factory, make_inputs, calls: int, rounds: int) -> dict:
     return {"rounds": rounds_out, "pooled": pooled}
 
 
+def handoff_breakdown(calls: int) -> None:
+    """Where the timeout's handoff spends its time: the round trip of an empty call, and for the MLP the
+    caller's wait minus the model's own time on the worker, back to back and right after a direct call
+    on the caller's thread (the way the interleaved comparison runs it)."""
+    from torchport.serve.handoff import Handoff
+
+    model, inputs = make_model().eval(), torch.randn(BATCH, WIDTH)
+    handoff = Handoff(4, "bench")
+    inner: list[float] = []
+
+    def timed(argument):
+        started = time.perf_counter()
+        with torch.inference_mode():
+            result = model(argument)
+        inner.append(time.perf_counter() - started)
+        return result
+
+    def direct():
+        with torch.inference_mode():
+            model(inputs)
+
+    empty = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        handoff.call(lambda argument: None, None, 5.0)
+        empty.append(time.perf_counter() - started)
+    rows = {}
+    for label, before in (("back to back", None), ("after a direct call", direct)):
+        waits = []
+        inner.clear()
+        for _ in range(calls):
+            if before:
+                before()
+            started = time.perf_counter()
+            handoff.call(timed, inputs, 5.0)
+            waits.append(time.perf_counter() - started)
+        rows[label] = [wait - own for wait, own in zip(waits, inner)]
+    handoff.close()
+    print(f"  where the handoff's time goes ({calls} calls): empty call round trip p50 "
+          f"{statistics.median(empty) * 1e6:.0f} us, p99 {percentile(empty, 0.99) * 1e6:.0f} us; "
+          "caller's wait minus the model's time on the worker:")
+    for label, extra in rows.items():
+        print(f"    {label:20} p50 {statistics.median(extra) * 1e6:6.0f} us, p99 {percentile(extra, 0.99) * 1e6:6.0f} us "
+              "(two thread wake-ups: the worker's, then the caller's)")
+
+
 def report_in_process(title: str, result: dict, calls: int, rounds: int) -> bool:
     rows, pooled = result["rounds"], result["pooled"]
     direct_p50 = statistics.median(pooled["direct"])
@@ -196,8 +243,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
+    with open("/proc/loadavg") as handle:
+        print(f"load average at start: {' '.join(handle.read().split()[:3])} on {len(os.sched_getaffinity(0))} "
+              "cores (shared machine)")
     for title, (factory, make_inputs) in MODELS.items():
         report_in_process(title, in_process(factory, make_inputs, args.calls, args.rounds), args.calls, args.rounds)
+    handoff_breakdown(args.calls)
     if args.skip_http:
         return
 

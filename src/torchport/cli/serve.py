@@ -78,7 +78,7 @@ def run(args) -> int:
         listener.close()
         raise
     if deployment.warmup.get("primary", "ok") != "ok":
-        print(f"torchport: warning: the primary {deployment.primary.name!r} failed on the example "
+        print(f"torchport: warning: the primary {deployment.primary.name!r} failed at start-up "
               f"({deployment.warmup['primary']}); serving from the fallback until probes succeed.", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)

@@ -1,7 +1,10 @@
 """`Deployment`: one model on a primary device with a live way back to a fallback device.
 
 A request that fails on the primary (an exception, no answer within `timeout_s`, NaN or inf in the
-outputs, out of memory) is answered by the fallback within the same request. Repeated failures open
+outputs, out of memory as the device's profile describes it, outputs that break the contract the
+fallback's answer to the factory's example set, or outputs the factory's postprocess rejects) is
+answered by the fallback within the same request. A model that cannot be moved to the primary at
+start is served from the fallback, the breaker open, until a probe moves it. Repeated failures open
 the circuit breaker (`torchport.serve.breaker`); shadow mode mirrors a share of traffic to the other
 device and judges the two outputs with compare's parity rule (`torchport.serve.shadow`); canary mode
 sends only a share of live traffic to the primary. `drain()` lets in-flight requests finish and
