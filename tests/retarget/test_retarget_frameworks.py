@@ -71,6 +71,28 @@ def test_nothing_is_set_for_libraries_that_are_not_installed():
     assert environ == {}
 
 
+@pytest.mark.parametrize("device, precision, given, expected", [
+    ("cpu", "keep", {"bf16": True}, {"bf16": True, "use_cpu": True}),
+    ("cpu", "fp32", {"fp16": True}, {"fp16": False, "bf16": False, "use_cpu": True}),
+    ("cpu", "keep", {"fp16": True, "use_cpu": False}, {"fp16": True, "use_cpu": False}),
+    ("neuron-emulated", "bf16", {"fp16": True}, {"fp16": True}),  # transformers would refuse bf16 there
+    ("neuron-emulated", "keep", {"fp16": True}, {"fp16": True}),
+])
+def test_training_arguments_precision_follows_the_policy_where_it_leaves_the_application(device, precision, given,
+                                                                                         expected):
+    from torchport.retarget import runtime, state
+
+    retarget = Retarget(backend=backends.resolve(device), precision=precision, recorder=Recorder())
+    state.set_current(retarget)
+    try:
+        kwargs = dict(given)
+        frameworks.training_arguments_keywords(kwargs, runtime.register_site("app.py", 1, "TrainingArguments"))
+    finally:
+        state.set_current(None)
+    assert kwargs == expected
+    assert any(topic.startswith("transformers TrainingArguments") for topic in retarget.recorder.decisions)
+
+
 # -- end to end ------------------------------------------------------------------------------------
 TRAINER = """
 import sys, torch
@@ -83,8 +105,9 @@ class Data(torch.utils.data.Dataset):
     def __getitem__(self, i):
         ids = torch.arange(8) % 50
         return {"input_ids": ids, "labels": ids}
-args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, max_steps=2, report_to=[],
-                         save_strategy="no", fp16=True)
+config = dict(output_dir="out", per_device_train_batch_size=4, max_steps=2, report_to=[], save_strategy="no")
+config[sys.argv[1]] = True
+args = TrainingArguments(**config)
 trainer = Trainer(model=model, args=args, train_dataset=Data())
 trainer.train()
 print("app_sees_cuda=" + str(torch.cuda.is_available()))
@@ -94,14 +117,17 @@ print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
 
 
 @pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
-@pytest.mark.parametrize("device, device_type", [("cpu", "cpu"), ("neuron-emulated", "emulated")])
-def test_transformers_trainer_fp16_trains_on_the_target(program, tmp_path, device, device_type):
-    result = program(TRAINER, "--device", device, "--report", "report.json")
+@pytest.mark.parametrize("device, device_type, precision", [
+    ("cpu", "cpu", "fp16"), ("cpu", "cpu", "bf16"), ("neuron-emulated", "emulated", "fp16")])
+def test_transformers_trainer_mixed_precision_trains_on_the_target(program, tmp_path, device, device_type, precision):
+    # bf16=True without use_cpu=True stops in TrainingArguments on a machine without a GPU; retargeted it runs
+    result = program(TRAINER, "--device", device, "--precision", "keep", "--report", "report.json",
+                     args=[precision])
     assert result.returncode == 0, result.stderr[-3000:]
     values = result.values()
     assert values["app_sees_cuda"] == "True"
     assert values["model"] == device_type
-    assert values["mixed_precision"] == "fp16"
+    assert values["mixed_precision"] == precision
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(entry["site"] == "<environment>:0" and entry["api"].startswith("Accelerate device")
                for entry in report["redirected"])

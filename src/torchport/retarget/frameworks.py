@@ -30,7 +30,8 @@ import os
 from torchport.backends.base import package_installed
 from torchport.retarget.report import Site
 
-__all__ = ["steer", "framework_names", "lightning_keywords", "ENVIRONMENT"]
+__all__ = ["steer", "framework_names", "framework_keywords", "lightning_keywords", "training_arguments_keywords",
+           "ENVIRONMENT"]
 
 #: The filename of report sites for settings made in the environment (not at a line of the program).
 ENVIRONMENT = "<environment>"
@@ -104,6 +105,56 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
                 "left as written and Lightning decides the device (it fails or runs elsewhere)")
     setting = _set(retarget, environ, "PL_TRAINER_ACCELERATOR", own, "Lightning accelerator")
     return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
+
+
+def framework_keywords(function, kwargs: dict, site: int) -> None:
+    """Keywords a framework reads to choose the device or precision, where they leave the application."""
+    if "accelerator" in kwargs:
+        lightning_keywords(kwargs, site)
+    if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
+        training_arguments_keywords(kwargs, site)
+
+
+def _is_training_arguments(function) -> bool:
+    return isinstance(function, type) and any(
+        cls.__name__ == "TrainingArguments" and cls.__module__.startswith("transformers")
+        for cls in function.__mro__
+    )
+
+
+def training_arguments_keywords(kwargs: dict, site: int) -> None:
+    """`TrainingArguments(fp16=True)` / `(bf16=True)` written for CUDA, under the precision policy.
+
+    fp16 becomes what `--precision` makes of CUDA's fp16 autocast (bf16 where the target prefers it
+    under `auto`, off under `fp32`), as for the application's own autocast; on the CPU `use_cpu=True`
+    (transformers' own setting; without it a bf16 run stops with "Your setup doesn't support bf16/gpu").
+    transformers checks bf16 only on devices it knows, so on an emulated target fp16 is kept.
+    """
+    import torch
+
+    from torchport.backends.emulated import EmulatedBackend
+    from torchport.retarget import amp, runtime, state
+
+    retarget = state.current()
+    requested = "bf16" if kwargs.get("bf16") else "fp16" if kwargs.get("fp16") else None
+    if requested is not None:
+        effective = amp.effective_dtype(torch.bfloat16 if requested == "bf16" else torch.float16)
+        wanted = {torch.bfloat16: "bf16", torch.float16: "fp16", None: None}.get(effective, requested)
+        topic = f"transformers TrainingArguments {requested}=True"
+        if wanted == "bf16" and requested != "bf16" and isinstance(retarget.backend, EmulatedBackend):
+            retarget.decide(topic, f"kept fp16: transformers cannot tell that {retarget.backend.name} "
+                                   "supports bf16 (it checks the devices it knows)")
+        elif wanted != requested:
+            kwargs["fp16"] = wanted == "fp16"
+            kwargs["bf16"] = wanted == "bf16"
+            runtime.HITS[site] += 1
+            retarget.decide(topic, f"{wanted or 'fp32'} on {retarget.backend.name} "
+                                   f"({'no mixed precision' if wanted is None else wanted + '=True'})")
+        else:
+            retarget.decide(topic, f"kept on {retarget.backend.name}")
+    if retarget.type == "cpu" and "use_cpu" not in kwargs:
+        kwargs["use_cpu"] = True
+        runtime.HITS[site] += 1
 
 
 def lightning_keywords(kwargs: dict, site: int) -> None:

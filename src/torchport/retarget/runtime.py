@@ -156,8 +156,9 @@ def call(function, site: int, *args, **kwargs):
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
                 kwargs[keyword] = helper(site, value)
-        if "accelerator" in kwargs:  # a framework choosing the device itself (Lightning's Trainer)
-            frameworks.lightning_keywords(kwargs, site)
+        if "accelerator" in kwargs or "fp16" in kwargs or "bf16" in kwargs:
+            # a framework choosing the device or precision itself (Lightning, transformers)
+            frameworks.framework_keywords(function, kwargs, site)
     return function(*args, **kwargs)
 
 
