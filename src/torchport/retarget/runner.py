@@ -47,8 +47,10 @@ def _print_exception(error: BaseException) -> None:
 
 def _execute(code, module: types.ModuleType, retarget: Retarget) -> int:
     """Exec `code` as __main__; returns the exit status Python would have given."""
+    from torchport.retarget import torchscript
     from torchport.retarget.api import finish
 
+    torchscript.install()  # functions and modules the application scripts land on the target
     sys.modules["__main__"] = module
     try:
         exec(code, module.__dict__)

@@ -148,8 +148,9 @@ class RetargetLoader(importlib.machinery.SourceFileLoader):
         return transform.compile_source(source, self.get_filename(fullname), self.extra_passes)
 
     def exec_module(self, module) -> None:
-        from torchport.retarget import runtime
+        from torchport.retarget import runtime, torchscript
 
+        torchscript.install()  # functions and modules the application scripts land on the target
         module.__dict__[transform.HELPER] = runtime
         super().exec_module(module)
 

@@ -11,7 +11,7 @@ def _torchport_bootstrap(namespace: dict) -> None:
     import json
     import os
 
-    from torchport.retarget import api, runtime, transform
+    from torchport.retarget import api, runtime, torchscript, transform
     from torchport.retarget.spawn import ENV_CHILD
 
     settings = json.loads(os.environ[ENV_CHILD])
@@ -26,6 +26,7 @@ def _torchport_bootstrap(namespace: dict) -> None:
     if retarget.in_scope(filename):
         code = transform.compile_source(source, filename, target=retarget.backend.name)
         namespace[transform.HELPER] = runtime
+        torchscript.install()
     else:
         code = compile(source, filename, "exec", dont_inherit=True)
     namespace["__file__"] = filename

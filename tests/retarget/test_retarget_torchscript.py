@@ -1,0 +1,123 @@
+"""torch.jit.script of application functions and modules lands on the target.
+
+TorchScript compiles from the original source, not from the rewritten module, so the device
+constants of a scripted application function are mapped in its graph (see retarget/torchscript.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+APP = """\
+import sys
+import torch
+import torch.nn as nn
+
+
+@torch.jit.script
+def make(n: int):
+    a = torch.zeros(n, device="cuda")
+    b = torch.ones(n, device=torch.device("cuda", 0))
+    c = torch.full((n,), 2.0).cuda()
+    d = torch.ones(n).to("cuda:0")
+    return a + b + c + d, a.is_cuda, torch.device("cuda")
+
+
+def helper(x):
+    return x + torch.ones(x.shape, device="cuda")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.linear(x.to(device="cuda")) + torch.zeros(3, device="cuda")
+        if y.is_cuda:
+            y = helper(y)
+        return y
+
+
+def traced(x):
+    return x * torch.ones(3, device="cuda")
+
+
+model = Net().cuda()
+scripted = torch.jit.script(model)
+total, on_cuda, device = make(3)
+print("function", total.device.type, total.tolist(), on_cuda, device.type)
+out = scripted(torch.ones(2, 3, device="cuda"))
+print("module", out.device.type, out.shape[1], torch.allclose(out, model(torch.ones(2, 3, device="cuda"))))
+trace = torch.jit.trace(traced, torch.ones(3, device="cuda"))
+print("trace", trace(torch.ones(3, device="cuda")).device.type)
+torch.jit.save(scripted, sys.argv[1])
+loaded = torch.jit.load(sys.argv[1])
+print("loaded", loaded(torch.ones(2, 3, device="cuda")).device.type)
+torch.save(torch.ones(2, 3), sys.argv[1] + ".input")
+torch.save(out.cpu(), sys.argv[1] + ".expected")
+"""
+
+PLAIN_LOAD = """\
+import sys
+import torch
+loaded = torch.jit.load(sys.argv[1])
+out = loaded(torch.load(sys.argv[1] + ".input"))
+print("plain", out.device.type, torch.allclose(out, torch.load(sys.argv[1] + ".expected")))
+"""
+
+
+@pytest.mark.parametrize("device, device_type", [("cpu", "cpu"), ("neuron-emulated", "emulated")])
+def test_scripted_functions_and_modules_with_cuda_devices_run_on_the_target(program, tmp_path, device, device_type):
+    archive = tmp_path / "net.pt"
+    report = tmp_path / "report.json"
+    result = program(APP, "--device", device, "--precision", "keep", "--report", str(report), args=[str(archive)])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"function {device_type} [4.0, 4.0, 4.0] True {device_type}"
+    assert lines[1] == f"module {device_type} 3 True"
+    assert lines[2] == f"trace {device_type}"
+    assert lines[3] == f"loaded {device_type}"
+    redirected = {(entry["api"], int(entry["site"].rpartition(":")[2]))
+                  for entry in json.loads(report.read_text())["redirected"]}
+    assert ("TorchScript device 'cuda'", 8) in redirected
+    assert ("TorchScript torch.device('cuda')", 9) in redirected
+    assert ("TorchScript .cuda()", 10) in redirected
+    assert any(api == "TorchScript .is_cuda" and line in (11, 12) for api, line in redirected)
+    assert ("TorchScript device 'cuda'", 16) in redirected  # helper, compiled for the module
+    assert ("TorchScript device 'cuda'", 25) in redirected  # the module's forward
+
+
+def test_a_saved_scripted_module_loads_and_runs_without_torchport(program, tmp_path):
+    archive = tmp_path / "net.pt"
+    result = program(APP, "--device", "cpu", "--precision", "keep", args=[str(archive)])
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "load.py").write_text(PLAIN_LOAD)
+    plain = subprocess.run([sys.executable, str(tmp_path / "load.py"), str(archive)], capture_output=True,
+                           text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == "plain cpu True"
+
+
+def test_code_outside_the_scope_keeps_its_devices_when_the_application_scripts_it(program, tmp_path):
+    """Only the application's graphs are mapped, as only its Python is rewritten."""
+    library = tmp_path / "vendored"
+    library.mkdir()
+    (library / "kernels.py").write_text(
+        "import torch\n\ndef make(n: int):\n    return torch.zeros(n, device='cuda')\n")
+    result = program("""\
+        import torch
+        from vendored import kernels
+
+        def mine(n: int):
+            return torch.zeros(n, device="cuda")
+
+        print("library", "cuda" in torch.jit.script(kernels.make).code)
+        print("application", "cuda" in torch.jit.script(mine).code, torch.jit.script(mine)(2).device.type)
+    """, "--device", "cpu", "--no-scope", str(library))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["library True", "application False cpu"]
