@@ -141,6 +141,7 @@ class Runner:
             if not isinstance(error, torch._dynamo.exc.TorchDynamoException) or self.backend.strict:
                 raise
             self.eager_reason = f"compilation failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            self.report.failure = self.eager_reason
             return self._call_eager(leaves, spec, self.eager_reason)
 
 

@@ -43,6 +43,8 @@ class CompileReport:
     bucketing: dict[str, dict] = field(default_factory=dict)
     precision: str = "keep"
     eager_reasons: list[str] = field(default_factory=list)
+    #: why the model could not be compiled (it runs eagerly from then on); "" when it compiled
+    failure: str = ""
     notes: list[str] = field(default_factory=list)
 
     # -- recording ---------------------------------------------------------------------------
@@ -83,6 +85,7 @@ class CompileReport:
             "padded_calls": self.padded_calls,
             "eager_calls": self.eager_calls,
             "eager_reasons": list(self.eager_reasons),
+            "not_compiled": self.failure or None,
             "bucketing": dict(self.bucketing),
             "placement": [entry.to_dict() for entry in sorted(self.placement.values(), key=lambda e: (e.where, e.op))],
             "notes": list(self.notes),

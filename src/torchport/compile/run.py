@@ -2,8 +2,9 @@
 
 A model is compiled in place (`attach`: same object, state_dict, hooks and methods) when the
 application's own code (a file in the retarget scope) moves a module with parameters to the target
-with `.to(...)` or `.cuda()`. The run report gets a `compile` section and the summary a line per
-model: compilations, bucket hits, host fallbacks, compile time, and what ran eagerly and why.
+with `.to(...)` or `.cuda()`. Each model's CompileReport goes to the run recorder, whose report has a
+`compile` section and whose summary a compile block: compilations, bucket hits, host fallbacks,
+compile time, and what could not be compiled or padded and why.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def _application_frame(scope: list[str]) -> bool:
 def install(retarget, **options) -> list[tuple[str, Runner]]:
     """Compile models the application moves to `retarget`'s device; returns the (name, runner) list it fills."""
     runners: list[tuple[str, Runner]] = []
+    # The run report's compile section (retarget/report.py) reads this list.
+    compiled = retarget.recorder.compiled_models = []
     original_to = torch.nn.Module.to
     device_type = retarget.backend.device_type
 
@@ -45,30 +48,10 @@ def install(retarget, **options) -> list[tuple[str, Runner]]:
             return result
         first = next(self.parameters())
         if first.device.type == device_type and _application_frame(retarget.scope):
-            runners.append((type(self).__name__, attach(self, target=retarget.backend, **options)))
+            runner = attach(self, target=retarget.backend, **options)
+            runners.append((type(self).__name__, runner))
+            compiled.append((type(self).__name__, runner.report))
         return result
 
     torch.nn.Module.to = to
-    _report_into(retarget.recorder, runners)
     return runners
-
-
-def _report_into(recorder, runners) -> None:
-    """Add the compile section to the run report and the summary (the recorder is observed, not changed)."""
-    to_dict = recorder.to_dict
-    summary = recorder.summary
-
-    def with_compile() -> dict:
-        data = to_dict()
-        data["compile"] = [{"model": name, **runner.report.to_dict()} for name, runner in runners]
-        return data
-
-    def summary_with_compile() -> str:
-        lines = [summary()]
-        if not runners:
-            lines.append("  compile: no model was moved to the device by the application, nothing compiled")
-        lines += [f"  compile {name}: {runner.report.summary()}" for name, runner in runners]
-        return "\n".join(lines)
-
-    recorder.to_dict = with_compile
-    recorder.summary = summary_with_compile

@@ -12,6 +12,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from torchport.display import terminal_safe
+
 __all__ = ["Recorder", "Site"]
 
 #: Categories of events, in the order the summary prints them.
@@ -48,6 +50,9 @@ class Recorder:
     #: The application's roots (real paths) and why each was chosen; paths taken out with --no-scope.
     scope: dict[str, str] = field(default_factory=dict)
     not_in_scope: list[str] = field(default_factory=list)
+    #: `torchport run --compile`: (model name, compile report) pairs, appended as models are compiled;
+    #: None when the run does not compile.
+    compiled_models: list | None = None
 
     def add(self, category: str, site: Site, message: str = "") -> None:
         key = (category, site)
@@ -97,6 +102,8 @@ class Recorder:
             "precision_decisions": self.decisions,
             "scope": [{"root": root, "why": why} for root, why in self.scope.items()],
             "not_in_scope": list(self.not_in_scope),
+            **({} if self.compiled_models is None else
+               {"compile": [{"model": name, **report.to_dict()} for name, report in self.compiled_models]}),
         }
 
     def write(self, path: str) -> None:
@@ -126,7 +133,39 @@ class Recorder:
             lines.append(f"  unsupported: {entry['api']} at {entry['site']}: {entry.get('message', '')}")
         for topic, decision in data["precision_decisions"].items():
             lines.append(f"  precision ({self.precision}): {topic}: {decision}")
-        return "\n".join(lines)
+        lines += self._compile_lines()
+        # Paths, API names, messages and model names come from the application: one inert line each.
+        return "\n".join(terminal_safe(line) for line in lines)
+
+    def _compile_lines(self) -> list[str]:
+        """The compile block: totals, then per model its compilations, bucket hits, host fallbacks,
+        compile time, and what was not compiled or not padded and why."""
+        if self.compiled_models is None:
+            return []
+        if not self.compiled_models:
+            return ["  compile: no model was moved to the device by the application's code; nothing compiled"]
+        reports = [report for _, report in self.compiled_models]
+        host = sorted({entry.op for report in reports for entry in report.host_ops()})
+        lines = [
+            f"  compile: {len(reports)} model(s), {sum(r.compilations for r in reports)} compilation(s) in "
+            f"{sum(r.compile_seconds for r in reports):.1f} s, {sum(r.bucket_hits for r in reports)} bucket hit(s), "
+            f"{len(host)} op(s) on the host"
+            + (f", {sum(1 for r in reports if r.failure)} model(s) not compiled" if any(r.failure for r in reports) else "")
+        ]
+        for name, report in self.compiled_models:
+            lines.append(
+                f"    {name}: {report.compilations} compilation(s) with {report.compiler} for {report.target} in "
+                f"{report.compile_seconds:.1f} s over {report.calls} call(s); {report.bucket_hits} bucket hit(s), "
+                f"{report.padded_calls} padded; {report.eager_calls} eager call(s)"
+            )
+            if report.failure:
+                lines.append(f"      not compiled, runs eagerly: {report.failure}")
+            for entry in report.host_ops():
+                lines.append(f"      on the host: {entry.op} ({entry.reason})")
+            for label, decision in report.bucketing.items():
+                if not decision["padded"]:
+                    lines.append(f"      dimension {label} not padded: {decision['reason']}")
+        return lines
 
     def print_summary(self, stream=None) -> None:
         if os.environ.get("TORCHPORT_QUIET"):
