@@ -3,7 +3,8 @@ runs with plain python (no torchport anywhere) on this CPU-only machine.
 
 The programs are the corpus of tests/scenarios/corpus/cuda (training with AMP and GradScaler, DDP
 under torchrun, checkpoints, argparse and config defaults, benchmarks with synchronize and events,
-inference), plus the few in tests/fix/programs/cuda that show idioms the corpus lacks. Each prints
+inference), plus those in tests/fix/programs/cuda: idioms the corpus lacks, mined from public code
+(event timers, stream copies, DDP set-up helpers, imported amp names, device logging). Each prints
 `RESULT {json}` last (losses that must fall, checkpoints reloaded, checksums). Its success signal is
 its twin: for the corpus the hand-ported CPU program in tests/scenarios/corpus/ported, which is what
 `torchport run --device cpu --precision keep` reproduces exactly (tests/scenarios/test_corpus.py);
@@ -38,20 +39,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 TORCHRUN_PROGRAM = "05_ddp_basic"
 
 #: Programs that do not run after fix, and why a person must finish them.
-DOES_NOT_RUN = {
-    "13_tensor_pin_memory": "pins a freshly made tensor (torch.randn(...).pin_memory()): guarding it would "
-    "evaluate the receiver twice, so TP214 leaves it to a person",
-    "18_bench_events": "times with torch.cuda.Event: CPU events cannot time, so the benchmark needs another clock",
-    "27_stream_prefetcher": "a CUDA stream prefetcher: streams need a device and a CPU path written by a person",
-    "25_i5_assert_cuda": "asserts torch.cuda.is_available(): whether CPU is acceptable is the author's call (TP112)",
-    "31_device_props": "prints CUDA device properties (name, SM count), which have no common meaning (TP116)",
-    "33_nvtx_ranges": "NVTX ranges: push/pop pairs become a `with` block, a structural change (TP206)",
-    "45_device_context": "the torch.cuda.device(0) context manager has no device-neutral equivalent to write",
-    "48_mp_spawn_ddp": "spawns one process per CUDA device (torch.cuda.device_count()): without an accelerator "
-    "there are none, and how many CPU processes to start is the author's call",
-    "49_capability_bf16": "gates bf16 on torch.cuda.get_device_capability(): the feature must be asked of the "
-    "target, which differs per use (TP407)",
-}
+DOES_NOT_RUN: dict[str, str] = {}
 #: Programs that run after fix but take another path than their twin, and why.
 OTHER_PATH = {
     "32_nanogpt_dtype": "asks torch.cuda.is_bf16_supported(), which torchport run answers as CUDA (yes) and "
@@ -91,7 +79,8 @@ def _environment() -> dict[str, str]:
 
 # Many programs per interpreter (importing torch once is most of a tiny program's time): each runs
 # from its own folder, with the state programs change (default dtype and device, determinism,
-# grad mode, seeds) reset before it, and its own modules forgotten after it.
+# grad mode, seeds) reset before it, its environment variables restored and its own modules
+# forgotten after it.
 _BATCH_RUNNER = r"""
 import contextlib, io, json, os, runpy, sys, traceback, warnings
 import torch
@@ -108,6 +97,7 @@ for path in sys.argv[1:]:
     os.chdir(folder)
     sys.path.insert(0, folder)
     sys.argv = [path]
+    environment = dict(os.environ)
     buffer = io.StringIO()
     error = ""
     try:
@@ -118,6 +108,8 @@ for path in sys.argv[1:]:
     except BaseException:
         error = traceback.format_exc()[-1500:]
     sys.path.remove(folder)
+    os.environ.clear()
+    os.environ.update(environment)
     for name in set(sys.modules) - baseline:
         module = sys.modules.get(name)
         if getattr(module, "__file__", None) and os.path.dirname(module.__file__).startswith(folder):
@@ -181,6 +173,8 @@ def test_fixed_programs_run_with_plain_python_and_match_their_twins(fixed_corpus
     outcomes = _results(batched)
     for name in SPAWNING:
         outcomes[str(fixed[name])] = _result([sys.executable, str(fixed[name])], fixed[name].parent)
+        if name in twins:
+            outcomes[str(twins[name])] = _result([sys.executable, str(twins[name])], twins[name].parent)
     problems = []
     for name, original in selected:
         result, error = outcomes[str(fixed[name])]
@@ -223,6 +217,7 @@ def test_fix_leaves_nothing_it_could_remove_and_is_idempotent(fixed_corpus, caps
     from torchport.rules.registry import all_rules
 
     codes = tuple(rule.code for rule in all_rules())
+    assert len(PROGRAMS) >= 60
     for name, original, _ in PROGRAMS:
         fixed = _fixed_path(fixed_corpus, name, original)
         text = fixed.read_text()

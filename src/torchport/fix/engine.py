@@ -96,11 +96,52 @@ def _rewrite(
     module = cst.parse_module(source)
     rewriter = _SpanRewriter(findings, rules, legacy)
     rewritten = MetadataWrapper(module).visit(rewriter)
+    helpers = [neutral.HELPERS[name] for name in dict.fromkeys(f.fix.helper for f in rewriter.applied if f.fix.helper)]
+    modules = {module for finding in rewriter.applied for module in finding.fix.imports}
+    modules |= {module for helper in helpers for module in helper.imports}
     if any(finding.fix.needs_torch_import for finding in rewriter.applied):
+        modules.add("torch")
+    if modules:
         context = CodemodContext()
-        AddImportsVisitor.add_needed_import(context, "torch")
+        for module in sorted(modules):
+            AddImportsVisitor.add_needed_import(context, module)
         rewritten = AddImportsVisitor(context).transform_module(rewritten)
+    for helper in helpers:
+        rewritten = _with_helper(rewritten, helper)
     return rewritten.code, rewriter.applied
+
+
+def _with_helper(module: cst.Module, helper: neutral.Helper) -> cst.Module:
+    """`module` with `helper` defined after its leading docstring and imports, unless it has it."""
+    body = list(module.body)
+    for statement in body:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)) and statement.name.value == helper.name:
+            return module
+    index = 0
+    while index < len(body) and _is_preamble(body[index]):
+        index += 1
+    definition = cst.parse_statement(helper.code)
+    two_blank_lines = [cst.EmptyLine(), cst.EmptyLine()]
+    definition = definition.with_changes(leading_lines=two_blank_lines)
+    if index < len(body):
+        following = body[index]
+        comments = [line for line in following.leading_lines if line.comment is not None]
+        body[index] = following.with_changes(leading_lines=[*two_blank_lines, *comments])
+    body.insert(index, definition)
+    return module.with_changes(body=body)
+
+
+def _is_preamble(statement: cst.CSTNode) -> bool:
+    """A module docstring or an import statement."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            continue
+        if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue
+        return False
+    return True
 
 
 def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = False, legacy: bool = False) -> FixResult:

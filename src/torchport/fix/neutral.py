@@ -25,11 +25,14 @@ __all__ = [
     "ACCELERATOR_MIN_VERSION",
     "device",
     "device_type",
+    "indexed",
     "when_available",
     "adapt",
     "legacy_spans",
     "TorchPin",
     "declared_torch",
+    "HELPERS",
+    "Helper",
 ]
 
 #: The best available device (a torch.device): the accelerator, else the CPU.
@@ -55,13 +58,19 @@ _LEGACY = {
     "{torch}.accelerator.synchronize()": "{torch}.cuda.synchronize()",
     # TP107 renames the function only; with no torch.accelerator the CUDA check stays
     "{torch}.accelerator.is_available": "{torch}.cuda.is_available",
+    "{torch}.accelerator.device_index(": "{torch}.cuda.device(",
+    # an indexed device (`indexed`), behind the accelerator check: CUDA's or MPS' type
+    "{torch}.accelerator.current_accelerator().type + ": '("cuda" if {torch}.cuda.is_available() else "mps") + ',
+    # torch.Event is younger than torch.accelerator: the CUDA event, behind the CUDA check
+    "{torch}.Event(": "{torch}.cuda.Event(",
 }
 
 
 def _pattern(template: str) -> re.Pattern[str]:
     escaped = re.escape(template)
     # the first {torch} captures the spelling of torch; later ones must repeat it
-    escaped = escaped.replace(re.escape("{torch}"), r"(?P<torch>[A-Za-z_][\w.]*)", 1)
+    # (a dotted spelling of torch never ends in `.cuda`: `torch.cuda.Event(` is not `torch.Event(`)
+    escaped = escaped.replace(re.escape("{torch}"), r"(?<![\w.])(?P<torch>[A-Za-z_]\w*(?:\.(?!cuda\b)\w+)*)", 1)
     return re.compile(escaped.replace(re.escape("{torch}"), r"(?P=torch)"))
 
 
@@ -91,6 +100,13 @@ def device(torch: str, bare: bool = False) -> str:
 def device_type(torch: str, quote: str = '"', bare: bool = False) -> str:
     """The device-type expression (a str); `quote` quotes its "cpu"; parenthesized unless `bare`."""
     text = DEVICE_TYPE.format(torch=torch).replace('"', quote)
+    return text if bare else f"({text})"
+
+
+def indexed(torch: str, index: str, bare: bool = False) -> str:
+    """Device `index` of the accelerator as a string (`'cuda:0'` on CUDA), else `"cpu"`: the CPU
+    has no numbered devices where a device is looked up by name (`torch.load(map_location=...)`)."""
+    text = f'{torch}.accelerator.current_accelerator().type + {index!r} if {IS_AVAILABLE.format(torch=torch)} else "cpu"'
     return text if bare else f"({text})"
 
 
@@ -158,3 +174,60 @@ def declared_torch(start: Path) -> TorchPin | None:
         if (candidate / ".git").exists():
             break
     return None
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A module-level definition a fix writes once, after the module's imports, and calls.
+
+    Used where torch has no device-neutral spelling that runs without an accelerator (CPU events
+    cannot time). `imports` are the standard-library modules its code uses.
+    """
+
+    name: str
+    code: str
+    imports: tuple[str, ...] = ()
+
+
+HELPERS: dict[str, Helper] = {
+    helper.name: helper
+    for helper in (
+        Helper(
+            "_HostEvent",
+            '''class _HostEvent:
+    """torch.Event for a machine without an accelerator: CPU events cannot record or time, so this
+    one reads the host clock (the CPU runs each op before the next one starts)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.time = None
+
+    def record(self, stream=None):
+        self.time = time.perf_counter()
+
+    def elapsed_time(self, end_event):
+        return (end_event.time - self.time) * 1000.0
+
+    def synchronize(self):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+''',
+            ("time",),
+        ),
+        Helper(
+            "_host_device_properties",
+            '''def _host_device_properties(device=None):
+    """The host's counterparts of a GPU's properties where there is none: its processor's name, its
+    memory and its cores; compute capability (0, 0)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    return types.SimpleNamespace(name=platform.processor() or platform.machine() or "cpu", total_memory=memory,
+                                 multi_processor_count=os.cpu_count() or 1, major=0, minor=0)
+''',
+            ("os", "platform", "types"),
+        ),
+    )
+}

@@ -104,7 +104,10 @@ class Fix:
 
     `replacement` is source text for the node at the finding's span (an expression, or a
     statement when `statement` is true). `edit` names a rule-specific libcst edit instead.
-    `needs_torch_import` asks the fixer to add `import torch` when the file has no such binding.
+    `needs_torch_import` asks the fixer to add `import torch` when the file has no such binding;
+    `imports` names standard-library modules the replacement uses (`import warnings` is added when
+    missing). `helper` names a module-level helper of `torchport.fix.neutral.HELPERS` the
+    replacement calls, written once into the module after its imports.
     """
 
     safety: FixSafety
@@ -112,6 +115,8 @@ class Fix:
     edit: str | None = None
     statement: bool = False
     needs_torch_import: bool = False
+    imports: tuple[str, ...] = ()
+    helper: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -121,6 +126,8 @@ class Fix:
             "edit": self.edit,
             "statement": self.statement,
             "needs_torch_import": self.needs_torch_import,
+            "imports": list(self.imports),
+            "helper": self.helper,
         }
 
     @classmethod
@@ -132,6 +139,8 @@ class Fix:
             edit=data.get("edit"),
             statement=bool(data.get("statement")),
             needs_torch_import=bool(data.get("needs_torch_import")),
+            imports=tuple(data.get("imports") or ()),
+            helper=data.get("helper"),
         )
 
 

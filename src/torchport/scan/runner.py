@@ -28,7 +28,7 @@ __all__ = ["ScanResult", "scan_paths", "default_cache_dir", "DEFAULT_MAX_FILE_BY
 #: Files larger than this are reported as not parsed (generated code, data dumps).
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 #: Bumped when the shape of a cache entry changes, so entries of an older shape are not read.
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3
 #: Below this many files to analyse, a process pool costs more than it saves.
 _POOL_THRESHOLD = 48
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import PythonRule, Severity
-from torchport.rules.context import PythonContext
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, PythonRule, Severity
+from torchport.rules.context import PythonContext, string_value
 
 __all__ = ["AssertCudaAvailable"]
 
@@ -27,7 +28,11 @@ class AssertCudaAvailable(PythonRule):
 
     **Use instead**: `assert torch.accelerator.is_available(), "an accelerator is required"`.
 
-    **Fix safety**: no automatic fix: whether CPU should be accepted is the author's call.
+    **Fix safety**: unsafe. `assert torch.cuda.is_available(), message` becomes a warning with the
+    message, given only when `torch.accelerator.is_available()` is false: the program goes on, on
+    the best device there is (the fixed code chooses it). Nothing changes on CUDA. An assertion on
+    the device count (`>= 2`) asks for several devices: that requirement is the author's to keep,
+    and is reported only.
     """
 
     code = "TP112"
@@ -35,6 +40,8 @@ class AssertCudaAvailable(PythonRule):
     message = "Assertion requires CUDA and stops the program elsewhere"
     fix_title = "Assert torch.accelerator.is_available() instead (or drop the assertion)"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "without an accelerator the program warns and runs on the CPU instead of stopping"
     triggers = (b"is_available", b"device_count")
     node_types = (ast.Assert,)
     VALID = (
@@ -42,12 +49,37 @@ class AssertCudaAvailable(PythonRule):
         "assert x > 0\n",
     )
     INVALID = (
-        "import torch\nassert torch.cuda.is_available(), 'need a GPU'\n",
+        Example(
+            "import torch\nassert torch.cuda.is_available(), 'need a GPU'  # checked first\n",
+            fixed="import torch\nimport warnings\n\nwarnings.warn('need a GPU (running on the CPU)') if not "
+            "torch.accelerator.is_available() else None  # checked first\n",
+        ),
+        Example(
+            "import torch\nassert torch.cuda.is_available()\n",
+            fixed="import torch\nimport warnings\n\nwarnings.warn('no accelerator: running on the CPU') if not "
+            "torch.accelerator.is_available() else None\n",
+        ),
         "import torch\nassert torch.cuda.device_count() >= 2\n",
     )
 
     def check(self, node: ast.Assert, context: PythonContext) -> None:
         for inner in ast.walk(node.test):
             if isinstance(inner, ast.Call) and context.called(inner) in _CHECKS:
-                context.report(self, node)
+                context.report(self, node, fix=self._fix(node, context))
                 return
+
+    @staticmethod
+    def _fix(node: ast.Assert, context: PythonContext) -> Fix | None:
+        test = node.test
+        if not (isinstance(test, ast.Call) and context.called(test) == "torch.cuda.is_available"):
+            return None
+        if node.msg is None:
+            message = repr("no accelerator: running on the CPU")
+        elif string_value(node.msg) is not None:
+            message = repr(f"{string_value(node.msg)} (running on the CPU)")
+        else:
+            message = context.segment(node.msg)
+        prefix, needs_import = context.torch_prefix()
+        replacement = f"warnings.warn({message}) if not {neutral.IS_AVAILABLE.format(torch=prefix)} else None"
+        return Fix(FixSafety.UNSAFE, replacement=replacement, statement=True, needs_torch_import=needs_import,
+                   imports=("warnings",))

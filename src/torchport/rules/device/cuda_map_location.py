@@ -31,8 +31,9 @@ class CudaMapLocation(PythonRule):
     `map_location="cpu"` followed by `model.to(device)`.
 
     **Fix safety**: unsafe for `'cuda'`, `'cuda:N'` and `torch.device('cuda...')`: the checkpoint
-    is mapped onto the best available device (the current CUDA device on a CUDA machine). A
-    lambda is reported only.
+    is mapped onto the best available device (the current CUDA device on a CUDA machine; device N
+    of the accelerator for `'cuda:N'`, and `"cpu"` without one, as `torch.load` knows no `'cpu:N'`).
+    A lambda is reported only.
     """
 
     code = "TP110"
@@ -54,6 +55,11 @@ class CudaMapLocation(PythonRule):
             fixed="import torch\nstate = torch.load(path, map_location=torch.accelerator.current_accelerator().type "
             'if torch.accelerator.is_available() else "cpu")\n',
         ),
+        Example(
+            "import torch\nstate = torch.load(path, map_location='cuda:0')\n",
+            fixed="import torch\nstate = torch.load(path, map_location=torch.accelerator.current_accelerator().type "
+            "+ ':0' if torch.accelerator.is_available() else \"cpu\")\n",
+        ),
         "import torch\nstate = torch.load(path, map_location=torch.device('cuda:0'))\n",
         "import torch\nstate = torch.load(path, map_location=lambda storage, loc: storage.cuda())\n",
     )
@@ -67,7 +73,10 @@ class CudaMapLocation(PythonRule):
             return
         if is_cuda_string(value) or self._mentions_cuda(value, context):
             fix = None
-            if is_cuda_string(value):
+            if is_cuda_string(value) and value.value != "cuda":
+                index = value.value[len("cuda"):]
+                fix = neutral_fix(context, lambda torch: neutral.indexed(torch, index, bare=True))
+            elif is_cuda_string(value):
                 fix = device_literal_fix(context, value, bare=True)
             elif not isinstance(value, ast.Lambda):
                 fix = neutral_fix(context, lambda torch: neutral.device_type(torch, bare=True))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from torchport.rules.base import Severity
-from torchport.rules.patterns import CallRule
+import ast
+
+from torchport.fix import neutral
+from torchport.rules.base import Example, Fix, FixSafety, Severity
+from torchport.rules.context import PythonContext
+from torchport.rules.patterns import CallRule, guarded_by_availability
 
 __all__ = ["CudaEvent"]
 
@@ -22,8 +26,11 @@ class CudaEvent(CallRule):
     **Use instead**: `torch.Event(device, enable_timing=True)` on accelerators, or
     `time.perf_counter()` around a synchronize.
 
-    **Fix safety**: no automatic fix: CPU events cannot time (`elapsed_time` raises), so a benchmark
-    needs another clock (`time.perf_counter()` after a synchronize), a choice for a person.
+    **Fix safety**: unsafe. The event becomes `torch.Event(...)` when `torch.accelerator.is_available()`
+    (on CUDA the same event), else `_HostEvent(...)`, a small class the fix writes once into the
+    module: CPU events cannot record or time, so it reads the host clock (`time.perf_counter()`, in
+    milliseconds like `elapsed_time`), and `synchronize`, `wait` and `query` return at once. For
+    torch older than 2.6 the accelerator check is CUDA's (or MPS') and the event `torch.cuda.Event`.
     """
 
     code = "TP205"
@@ -31,7 +38,30 @@ class CudaEvent(CallRule):
     message = "torch.cuda.Event raises without CUDA"
     fix_title = "Use torch.Event(device, ...) or time.perf_counter()"
     severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    unsafe_reason = "without an accelerator, events read the host clock instead of failing"
     triggers = (b"Event(",)
     callees = frozenset({"torch.cuda.Event"})
-    VALID = ("import torch\ne = torch.Event(device, enable_timing=True)\n", "import threading\ne = threading.Event()\n")
-    INVALID = ("import torch\nstart = torch.cuda.Event(enable_timing=True)\n",)
+    VALID = (
+        "import torch\ne = torch.Event(device, enable_timing=True)\n",
+        "import threading\ne = threading.Event()\n",
+        "import torch\ne = torch.cuda.Event() if torch.cuda.is_available() else None\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\n\nstart = torch.cuda.Event(enable_timing=True)  # timing\n",
+            fixed="import torch\nimport time\n\n\n" + neutral.HELPERS["_HostEvent"].code + "\n\n"
+            "start = (torch.Event(enable_timing=True) if torch.accelerator.is_available() "
+            "else _HostEvent(enable_timing=True))  # timing\n",
+        ),
+        "from torch import cuda\nend = cuda.Event(enable_timing=True, blocking=True)\n",
+    )
+
+    def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
+        if guarded_by_availability(node, context):
+            return  # the CUDA event behind a CUDA check (what the fix writes for torch < 2.6)
+        prefix, needs_import = context.torch_prefix()
+        arguments = ", ".join(context.segment(argument) for argument in [*node.args, *node.keywords])
+        replacement = neutral.when_available(prefix, f"{prefix}.Event({arguments})", f"_HostEvent({arguments})")
+        fix = Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import, helper="_HostEvent")
+        context.report(self, node, fix=fix)
