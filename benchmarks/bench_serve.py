@@ -1,13 +1,16 @@
 """`torchport serve`'s cost, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_serve.py [--calls 200] [--rounds 15] [--requests 800] [--clients 4]
+    .venv/bin/python benchmarks/bench_serve.py [--calls 200] [--rounds 15] [--block 1] [--requests 800] [--clients 4]
 
 1. In process: `Deployment.infer` (persistent-worker handoff with a timeout, finiteness check,
    breaker, metrics) against calling the model directly, with `Deployment(timeout_s=None)` (the
    primary in the caller's thread, no timeout) next to it, on two realistic models: an MLP (width
    1024, batch 32) and a small transformer encoder (2 layers, d_model 256, 4 heads, batch 4 x 32
-   tokens), each a few milliseconds a call on one thread. The three sides take turns call by call
-   (the order rotates each round), so a slow spell of the shared machine hits them alike. Per round,
+   tokens), each a few milliseconds a call on one idle thread. The three sides take turns call by
+   call (`--block N`: every N calls; the order rotates each round), so a slow spell of the shared
+   machine hits them alike. On an oversubscribed host the handoff's two thread wake-ups wait for
+   the scheduler, and more so right after the caller's thread has used its time slice on a direct
+   call; the breakdown printed last separates that wait from the handoff's own cost. Per round,
    the ratio of each side's p50 and p99 to the direct call's; printed: the median ratio over the
    rounds with a 95% bootstrap interval, and the ratio of the p99s pooled over every round.
    Target: p99 overhead <= 5% (median over the rounds).
@@ -92,8 +95,8 @@ def bootstrap(values: list[float], resamples: int = 2000, seed: int = 0) -> tupl
     return statistics.median(values), medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-def in_process(factory, make_inputs, calls: int, rounds: int) -> dict:
-    """Per round and side, p50 and p99 over `calls` calls, the sides taking turns call by call."""
+def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 1) -> dict:
+    """Per round and side, p50 and p99 over `calls` calls, the sides taking turns every `block` calls."""
     from torchport.serve import Deployment
 
     inputs = make_inputs()
@@ -115,11 +118,12 @@ def in_process(factory, make_inputs, calls: int, rounds: int) -> dict:
         times = {name: [] for name in sides}
         shift = round_index % len(order)
         rotated = order[shift:] + order[:shift]
-        for _ in range(calls):
+        for _ in range(max(1, calls // block)):
             for name, function in rotated:
-                started = time.perf_counter()
-                function()
-                times[name].append(time.perf_counter() - started)
+                for _ in range(block):
+                    started = time.perf_counter()
+                    function()
+                    times[name].append(time.perf_counter() - started)
         rounds_out.append({f"{name}_{stat}": (statistics.median(values) if stat == "p50" else percentile(values, 0.99))
                            for name, values in times.items() for stat in ("p50", "p99")})
         for name, values in times.items():
@@ -175,11 +179,12 @@ def handoff_breakdown(calls: int) -> None:
               "(two thread wake-ups: the worker's, then the caller's)")
 
 
-def report_in_process(title: str, result: dict, calls: int, rounds: int) -> bool:
+def report_in_process(title: str, result: dict, calls: int, rounds: int, block: int) -> bool:
     rows, pooled = result["rounds"], result["pooled"]
     direct_p50 = statistics.median(pooled["direct"])
+    turns = "call by call" if block == 1 else f"in blocks of {block} calls"
     print(f"in process, {title}: direct call p50 {direct_p50 * 1e3:.2f} ms, p99 "
-          f"{percentile(pooled['direct'], 0.99) * 1e3:.2f} ms ({rounds} rounds x {calls} calls a side)")
+          f"{percentile(pooled['direct'], 0.99) * 1e3:.2f} ms ({rounds} rounds x {calls} calls a side, turns {turns})")
     met = True
     for side, label in (("deployed", "Deployment(timeout_s=5)"), ("inline", "Deployment(timeout_s=None)")):
         p99, low99, high99 = bootstrap([row[f"{side}_p99"] / row["direct_p99"] for row in rows])
@@ -239,6 +244,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved in-process rounds")
     parser.add_argument("--requests", type=int, default=800, help="HTTP requests per load test")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
+    parser.add_argument("--block", type=int, default=1,
+                        help="in-process calls a side makes before the next side's turn (1: call by call; a "
+                             "larger block is closer to steady traffic, where every call goes through the same path)")
     parser.add_argument("--skip-http", action="store_true", help="only the in-process comparison")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -247,7 +255,8 @@ def main() -> None:
         print(f"load average at start: {' '.join(handle.read().split()[:3])} on {len(os.sched_getaffinity(0))} "
               "cores (shared machine)")
     for title, (factory, make_inputs) in MODELS.items():
-        report_in_process(title, in_process(factory, make_inputs, args.calls, args.rounds), args.calls, args.rounds)
+        report_in_process(title, in_process(factory, make_inputs, args.calls, args.rounds, args.block), args.calls,
+                          args.rounds, args.block)
     handoff_breakdown(args.calls)
     if args.skip_http:
         return
