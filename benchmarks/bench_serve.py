@@ -130,7 +130,8 @@ def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 1) ->
             pooled[name] += values
     deployment.close()
     inline.close()
-    return {"rounds": rounds_out, "pooled": pooled}
+    return {"rounds": rounds_out, "pooled": pooled,
+            "parameters": sum(parameter.numel() for parameter in direct_model.parameters())}
 
 
 def handoff_breakdown(calls: int) -> None:
@@ -183,7 +184,7 @@ def report_in_process(title: str, result: dict, calls: int, rounds: int, block: 
     rows, pooled = result["rounds"], result["pooled"]
     direct_p50 = statistics.median(pooled["direct"])
     turns = "call by call" if block == 1 else f"in blocks of {block} calls"
-    print(f"in process, {title}: direct call p50 {direct_p50 * 1e3:.2f} ms, p99 "
+    print(f"in process, {title} ({result['parameters'] / 1e6:.2f}M parameters, fp32): direct call p50 {direct_p50 * 1e3:.2f} ms, p99 "
           f"{percentile(pooled['direct'], 0.99) * 1e3:.2f} ms ({rounds} rounds x {calls} calls a side, turns {turns})")
     met = True
     for side, label in (("deployed", "Deployment(timeout_s=5)"), ("inline", "Deployment(timeout_s=None)")):

@@ -100,7 +100,6 @@ class OutputContract:
     def __init__(self, reference: tuple, downcasts: Mapping[str, str]):
         self.reference = reference
         self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in reference}
-        self._batched = [path for path, _, _, batched in reference if batched]
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
