@@ -81,7 +81,7 @@ class _SpanRewriter(cst.CSTTransformer):
         self.applied.append(finding)
         if fix.edit:
             return self.rules[finding.code].transform(updated_node, finding)
-        text = neutral.adapt(fix.replacement, self.legacy)
+        text = fix.legacy if self.legacy and fix.legacy else neutral.adapt(fix.replacement, self.legacy)
         if fix.statement:
             return cst.parse_statement(text).body[0]
         replacement = cst.parse_expression(text)
@@ -98,7 +98,6 @@ def _rewrite(
     rewritten = MetadataWrapper(module).visit(rewriter)
     helpers = [neutral.HELPERS[name] for name in dict.fromkeys(f.fix.helper for f in rewriter.applied if f.fix.helper)]
     modules = {module for finding in rewriter.applied for module in finding.fix.imports}
-    modules |= {module for helper in helpers for module in helper.imports}
     if any(finding.fix.needs_torch_import for finding in rewriter.applied):
         modules.add("torch")
     if modules:
@@ -160,6 +159,7 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
             return result
         if legacy:
             analysis.findings = _outside_legacy_spellings(current, analysis.findings)
+            analysis.findings = [item for item in analysis.findings if not _writes_itself(current, item)]
         wanted = [item for item in analysis.findings if item.fix and (unsafe or item.fix.safety is FixSafety.SAFE)]
         result.remaining = [item for item in analysis.findings if item not in wanted]
         result.unsafe_skipped = sum(
@@ -201,6 +201,23 @@ def _outside_legacy_spellings(source: str, findings: list[Finding]) -> list[Find
         for item in findings
         if not any(start <= offset(item.line, item.column) < end for start, end in spans)
     ]
+
+
+def _writes_itself(source: str, finding: Finding) -> bool:
+    """Whether the legacy form of the finding's fix is the text already there (a `torch.cuda` call
+    that `adapt` renames back), so that fixing it changes nothing."""
+    fix = finding.fix
+    if fix is None or fix.replacement is None or fix.statement or fix.edit:
+        return False
+    lines = source.splitlines(keepends=True)
+    if finding.end_line > len(lines):
+        return False
+    if finding.line == finding.end_line:
+        text = lines[finding.line - 1][finding.column:finding.end_column]
+    else:
+        text = lines[finding.line - 1][finding.column:] + "".join(lines[finding.line:finding.end_line - 1])
+        text += lines[finding.end_line - 1][:finding.end_column]
+    return (fix.legacy or neutral.adapt(fix.replacement, True)) == text
 
 
 def _torch_name(source: str) -> str:

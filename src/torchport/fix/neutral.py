@@ -52,13 +52,21 @@ _LEGACY = {
     "{torch}.distributed.get_default_backend_for_device(" + DEVICE + ")": (
         '("nccl" if {torch}.cuda.is_available() else "gloo")'
     ),
+    # the device type in an f-string, quoted with single quotes there
+    DEVICE_TYPE.replace('"', "'"): "'cuda' if {torch}.cuda.is_available() else 'mps' if "
+    "{torch}.backends.mps.is_available() else 'cpu'",
     "{torch}.accelerator.set_device_index(": "{torch}.cuda.set_device(",
     "{torch}.accelerator.current_device_index()": "{torch}.cuda.current_device()",
     "{torch}.accelerator.device_count()": "{torch}.cuda.device_count()",
+    "{torch}.accelerator.device_count": "{torch}.cuda.device_count",
+    **{
+        f"{{torch}}.accelerator.{name}(": f"{{torch}}.cuda.{name}("
+        for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
+                     "reset_peak_memory_stats", "empty_cache")
+    },
     "{torch}.accelerator.synchronize()": "{torch}.cuda.synchronize()",
     # TP107 renames the function only; with no torch.accelerator the CUDA check stays
     "{torch}.accelerator.is_available": "{torch}.cuda.is_available",
-    "{torch}.accelerator.device_index(": "{torch}.cuda.device(",
     # an indexed device (`indexed`), behind the accelerator check: CUDA's or MPS' type
     "{torch}.accelerator.current_accelerator().type + ": '("cuda" if {torch}.cuda.is_available() else "mps") + ',
     # torch.Event is younger than torch.accelerator: the CUDA event, behind the CUDA check
@@ -78,9 +86,12 @@ def _pattern(template: str) -> re.Pattern[str]:
 _LEGACY_PATTERNS = [(_pattern(modern), legacy) for modern, legacy in sorted(_LEGACY.items(), key=lambda i: -len(i[0]))]
 
 
-#: The legacy spellings, to recognise them in fixed code (a second `fix` leaves them alone).
+#: The legacy spellings, to recognise them in fixed code (a second `fix` leaves them alone). Calls
+#: renamed back to their `torch.cuda` name are not among them: they read as the code a project
+#: wrote, which the rules must still see (`fix_source` drops a fix that would write them again).
+_RENAMED = re.compile(r"\{torch\}\.cuda\.\w+(\(\))?")
 _LEGACY_WRITTEN = [_pattern(legacy) for legacy in sorted(set(_LEGACY.values()), key=len, reverse=True)
-                   if not legacy.endswith("(")]
+                   if not legacy.endswith("(") and not _RENAMED.fullmatch(legacy)]
 
 
 def legacy_spans(text: str) -> list[tuple[int, int]]:
@@ -181,12 +192,11 @@ class Helper:
     """A module-level definition a fix writes once, after the module's imports, and calls.
 
     Used where torch has no device-neutral spelling that runs without an accelerator (CPU events
-    cannot time). `imports` are the standard-library modules its code uses.
+    cannot time). It imports what it uses inside itself, so names the module binds do not matter.
     """
 
     name: str
     code: str
-    imports: tuple[str, ...] = ()
 
 
 HELPERS: dict[str, Helper] = {
@@ -202,6 +212,8 @@ HELPERS: dict[str, Helper] = {
         self.time = None
 
     def record(self, stream=None):
+        import time  # here, not at the top: scripts often bind `time` to time.time
+
         self.time = time.perf_counter()
 
     def elapsed_time(self, end_event):
@@ -216,18 +228,20 @@ HELPERS: dict[str, Helper] = {
     def query(self):
         return True
 ''',
-            ("time",),
         ),
         Helper(
             "_host_device_properties",
             '''def _host_device_properties(device=None):
     """The host's counterparts of a GPU's properties where there is none: its processor's name, its
     memory and its cores; compute capability (0, 0)."""
+    import os
+    import platform
+    import types
+
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     return types.SimpleNamespace(name=platform.processor() or platform.machine() or "cpu", total_memory=memory,
                                  multi_processor_count=os.cpu_count() or 1, major=0, minor=0)
 ''',
-            ("os", "platform", "types"),
         ),
     )
 }

@@ -107,7 +107,8 @@ class Fix:
     `needs_torch_import` asks the fixer to add `import torch` when the file has no such binding;
     `imports` names standard-library modules the replacement uses (`import warnings` is added when
     missing). `helper` names a module-level helper of `torchport.fix.neutral.HELPERS` the
-    replacement calls, written once into the module after its imports.
+    replacement calls, written once into the module after its imports. `legacy` is the replacement
+    for torch older than 2.6 where `torchport.fix.neutral.adapt` cannot derive it.
     """
 
     safety: FixSafety
@@ -117,6 +118,7 @@ class Fix:
     needs_torch_import: bool = False
     imports: tuple[str, ...] = ()
     helper: str | None = None
+    legacy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -128,6 +130,7 @@ class Fix:
             "needs_torch_import": self.needs_torch_import,
             "imports": list(self.imports),
             "helper": self.helper,
+            "legacy": self.legacy,
         }
 
     @classmethod
@@ -141,6 +144,7 @@ class Fix:
             needs_torch_import=bool(data.get("needs_torch_import")),
             imports=tuple(data.get("imports") or ()),
             helper=data.get("helper"),
+            legacy=data.get("legacy"),
         )
 
 

@@ -33,7 +33,8 @@ class CudaDeviceContext(CallRule):
     `torch.accelerator.device_index(i if torch.accelerator.is_available() else None)`: the same
     device switch on CUDA, the local accelerator's elsewhere, and no switch without one. An
     argument that is a string or a `torch.device(...)` (which `device_index` does not take), and a
-    context manager kept for later, are reported only.
+    context manager kept for later, are reported only. For torch older than 2.6 it stays
+    `torch.cuda.device(i if torch.cuda.is_available() else -1)` (-1 switches nothing).
     """
 
     code = "TP117"
@@ -70,5 +71,7 @@ class CudaDeviceContext(CallRule):
                 prefix, needs_import = context.torch_prefix()
                 index = neutral.when_available(prefix, context.segment(argument), "None", bare=True)
                 replacement = f"{prefix}.accelerator.device_index({index})"
-                fix = Fix(FixSafety.SAFE, replacement=replacement, needs_torch_import=needs_import)
+                # torch < 2.6: CUDA's own context, where index -1 (not None) switches nothing
+                legacy = f"{prefix}.cuda.device({context.segment(argument)} if {prefix}.cuda.is_available() else -1)"
+                fix = Fix(FixSafety.SAFE, replacement=replacement, needs_torch_import=needs_import, legacy=legacy)
         context.report(self, node, fix=fix)

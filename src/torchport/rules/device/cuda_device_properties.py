@@ -65,7 +65,7 @@ class CudaDeviceProperties(CallRule):
         "import torch\nprint(torch.cuda.get_device_name(0))\n",
         Example(
             "import torch\n\ntotal = torch.cuda.get_device_properties(0).total_memory\n",
-            fixed="import torch\nimport os\nimport platform\nimport types\n\n\n"
+            fixed="import torch\n\n\n"
             + neutral.HELPERS["_host_device_properties"].code
             + "\n\ntotal = (torch.cuda.get_device_properties(0) if torch.cuda.is_available() else "
             "_host_device_properties(0)).total_memory\n",

@@ -50,7 +50,7 @@ class CudaEvent(CallRule):
     INVALID = (
         Example(
             "import torch\n\nstart = torch.cuda.Event(enable_timing=True)  # timing\n",
-            fixed="import torch\nimport time\n\n\n" + neutral.HELPERS["_HostEvent"].code + "\n\n"
+            fixed="import torch\n\n\n" + neutral.HELPERS["_HostEvent"].code + "\n\n"
             "start = (torch.Event(enable_timing=True) if torch.accelerator.is_available() "
             "else _HostEvent(enable_timing=True))  # timing\n",
         ),

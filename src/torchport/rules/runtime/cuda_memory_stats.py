@@ -6,7 +6,7 @@ import ast
 
 from torchport.rules.base import Example, FixSafety, Severity
 from torchport.rules.context import PythonContext
-from torchport.rules.patterns import CallRule, torch_fix
+from torchport.rules.patterns import CallRule, guarded_by_availability, torch_fix
 
 __all__ = ["CudaMemoryStats"]
 
@@ -60,6 +60,8 @@ class CudaMemoryStats(CallRule):
 
     def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
         short = name.rsplit(".", 1)[1]
+        if guarded_by_availability(node, context):
+            return  # the fix's own form as written for torch < 2.6
         if node.args or node.keywords:
             context.report(self, node)
         elif short == "reset_peak_memory_stats":

@@ -1,0 +1,101 @@
+"""Fixes that need more than a renamed call: helpers written into the module, and the forms written
+for a torch older than 2.6. Each fixed snippet is executed here (CPU only, no torchport)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+
+from torchport.fix.engine import fix_source
+from torchport.rules.registry import all_rules
+
+CODES = tuple(rule.code for rule in all_rules())
+
+TIMING = '''import json
+from time import time
+
+import torch
+
+wall = time()
+start = torch.cuda.Event(enable_timing=True)
+end = torch.cuda.Event(enable_timing=True)
+start.record(torch.cuda.current_stream())
+x = torch.ones(64, 64) @ torch.ones(64, 64)
+end.record()
+end.synchronize()
+print(json.dumps({"ms": start.elapsed_time(end), "wall": time() - wall, "done": end.query()}))
+'''
+
+#: Snippets written for CUDA that must run on this CPU-only machine once fixed, for both torch forms.
+SNIPPETS = {
+    "events": TIMING,
+    "streams": (
+        "import torch\ns = torch.cuda.Stream()\nx = torch.ones(3)\nwith torch.cuda.stream(s):\n    y = x * 2\n"
+        "torch.cuda.current_stream().wait_stream(s)\ny.record_stream(torch.cuda.current_stream())\n"
+        "torch.cuda.current_stream().synchronize()\nprint(y.sum().item())\n"
+    ),
+    "device context": (
+        "import torch\nwith torch.cuda.device(0):\n    n = torch.cuda.device_count()\n"
+        "    parts = [torch.ones(1, device=f'cuda:{i}') for i in range(n)]\nprint(len(parts))\n"
+    ),
+    "properties": (
+        "import torch\nname = torch.cuda.get_device_name(0)\nprops = torch.cuda.get_device_properties(0)\n"
+        "major, minor = torch.cuda.get_device_capability()\nbf16 = torch.cuda.get_device_capability()[0] >= 8\n"
+        "print(name, props.total_memory > 0, props.multi_processor_count >= 1, major, bf16)\n"
+    ),
+    "assert and nvtx": (
+        "import torch\nassert torch.cuda.is_available(), 'needs a GPU'\ntorch.cuda.nvtx.range_push('step')\n"
+        "with torch.cuda.nvtx.range('forward'):\n    y = torch.ones(2) * 3\ntorch.cuda.nvtx.range_pop()\n"
+        "print(y.sum().item(), torch.cuda.is_initialized())\n"
+    ),
+    "pinned and checkpoint": (
+        "import io\nimport torch\nbuffer = torch.randn(4, 4).pin_memory()\nsaved = io.BytesIO()\n"
+        "torch.save(buffer, saved)\nsaved.seek(0)\nback = torch.load(saved, map_location='cuda:0')\n"
+        "print(torch.cuda.max_memory_allocated() >= 0, back.shape)\n"
+    ),
+}
+
+
+def _run(source: str) -> str:
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(source, "<fixed>", "exec"), {"__name__": "__main__"})
+    return output.getvalue()
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["torch>=2.6", "torch<2.6"])
+@pytest.mark.parametrize("name", sorted(SNIPPETS))
+def test_fixed_snippet_runs_without_cuda_and_fixing_again_changes_nothing(name, legacy):
+    assert not torch.cuda.is_available()
+    result = fix_source(SNIPPETS[name], f"{name}.py", CODES, unsafe=True, legacy=legacy)
+    assert result.error is None and result.changed
+    fixable = [f"{item.code}:{item.line}" for item in result.remaining if item.fix is not None]
+    assert not fixable, f"fix left fixable findings: {fixable}\n{result.fixed}"
+    if legacy:
+        assert "torch.accelerator" not in result.fixed, result.fixed
+    again = fix_source(result.fixed, f"{name}.py", CODES, unsafe=True, legacy=legacy)
+    assert again.fixed == result.fixed
+    with pytest.warns(UserWarning, match="needs a GPU") if name == "assert and nvtx" else contextlib.nullcontext():
+        assert _run(result.fixed).strip()
+
+
+def test_host_event_is_written_once_and_times_with_the_host_clock_when_time_is_rebound():
+    fixed = fix_source(TIMING, "bench.py", CODES, unsafe=True).fixed
+    assert fixed.count("class _HostEvent") == 1
+    assert fixed.index("class _HostEvent") > fixed.index("import torch")
+    assert fixed.index("class _HostEvent") < fixed.index("wall = time()")
+    printed = _run(fixed)
+    assert '"done": true' in printed and '"ms": ' in printed
+    ms = float(printed.split('"ms": ')[1].split(",")[0])
+    assert ms >= 0
+
+
+def test_device_count_used_as_a_number_is_one_without_an_accelerator_but_tests_keep_their_answer():
+    source = "import torch\nn = torch.cuda.device_count()\nmany = torch.cuda.device_count() > 1\n"
+    fixed = fix_source(source, "count.py", CODES, unsafe=True).fixed
+    namespace: dict = {}
+    exec(fixed, namespace)
+    assert (namespace["n"], namespace["many"]) == (1, False)
