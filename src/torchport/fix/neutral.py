@@ -71,6 +71,7 @@ _LEGACY = {
     "{torch}.accelerator.current_accelerator().type + ": '("cuda" if {torch}.cuda.is_available() else "mps") + ',
     # torch.Event is younger than torch.accelerator: the CUDA event, behind the CUDA check
     "{torch}.Event(": "{torch}.cuda.Event(",
+    "{torch}.Event if ": "{torch}.cuda.Event if ",
 }
 
 
