@@ -31,6 +31,7 @@ def test_run_compile_trains_the_cuda_example_and_reports_compilations(tmp_path):
     assert trained["compiler"] == "inductor"
     assert trained["compilations"] >= 1 and trained["calls"] == 3
     assert trained["eager_calls"] == 1  # the first call observes shapes
-    assert "compile GPT:" in completed.stderr
+    assert "  compile: 2 model(s), " in completed.stderr
+    assert "    GPT: " in completed.stderr and " compilation(s) with inductor for cpu in " in completed.stderr
     losses = json.loads(result.read_text())["losses"]
     assert len(losses) == 3 and all(loss == loss for loss in losses)
