@@ -17,7 +17,10 @@ was steered (redirected entries at `<environment>:0`) or why a library cannot us
   `accelerator="auto"` runs there; an explicit `accelerator="gpu"` / `"cuda"` written in the application
   is mapped where it leaves the application (`lightning_keywords`, called by `runtime.call`), with
   GPU-style `devices=[0, 1]` / `-1` turned into a process count on the CPU. Where Lightning has no
-  accelerator for the target the keyword stays as written and the report says so.
+  accelerator of its own for the target (Neuron, the emulated device, ...), `accelerator="gpu"`
+  becomes an instance of Lightning's `Accelerator` API placing on the target backend's devices (with
+  `SingleDeviceStrategy(device=...)` for one device), and `Trainer()` left at `"auto"` is not steered:
+  the report says so.
 
 The environment is inherited by child processes (DataLoader workers, spawned ranks), which take the
 same decisions.
@@ -101,8 +104,10 @@ def _steer_accelerate(retarget, names: dict, environ) -> str:
 def _steer_lightning(retarget, names: dict, environ) -> str:
     own = names.get("lightning")
     if not own:
-        return (f"PyTorch Lightning has no accelerator for {retarget.backend.name}: accelerator='gpu' is "
-                "left as written and Lightning decides the device (it fails or runs elsewhere)")
+        return (f"PyTorch Lightning has no accelerator of its own for {retarget.backend.name}: "
+                "accelerator='gpu' / 'cuda' written in the application runs there through a Lightning "
+                "Accelerator built on the target backend; Trainer() left at accelerator='auto' is not "
+                "steered (Lightning uses the device it finds)")
     setting = _set(retarget, environ, "PL_TRAINER_ACCELERATOR", own, "Lightning accelerator")
     return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
 
@@ -110,7 +115,7 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
 def framework_keywords(function, kwargs: dict, site: int) -> None:
     """Keywords a framework reads to choose the device or precision, where they leave the application."""
     if "accelerator" in kwargs:
-        lightning_keywords(kwargs, site)
+        lightning_keywords(kwargs, site, function)
     if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
 
@@ -157,7 +162,7 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         runtime.HITS[site] += 1
 
 
-def lightning_keywords(kwargs: dict, site: int) -> None:
+def lightning_keywords(kwargs: dict, site: int, function=None) -> None:
     """`Trainer(accelerator="gpu", devices=[0])` leaving the application: the target's Lightning name.
 
     Called by `runtime.call` for a call into a torch-based library that passes `accelerator=`.
@@ -170,10 +175,22 @@ def lightning_keywords(kwargs: dict, site: int) -> None:
     retarget = state.current()
     own = framework_names(retarget.backend).get("lightning")
     if not own:
-        retarget.decide(
-            "device of PyTorch Lightning",
-            f"accelerator={value!r} kept: PyTorch Lightning has no accelerator for {retarget.backend.name}",
-        )
+        accelerator = _target_accelerator(function, retarget.backend)
+        if accelerator is None:
+            retarget.decide(
+                f"accelerator={value!r} in PyTorch Lightning",
+                f"accelerator={value!r} kept: PyTorch Lightning has no accelerator for {retarget.backend.name}",
+            )
+            return
+        runtime.HITS[site] += 1
+        kwargs["accelerator"] = accelerator
+        devices = accelerator.get_parallel_devices(kwargs.get("devices", "auto"))
+        if kwargs.get("strategy", "auto") == "auto" and len(devices) == 1:
+            # Lightning places a single device of an accelerator it does not know on the CPU unless
+            # the strategy names the device (its documented SingleDeviceStrategy(device=...)).
+            strategy = _single_device_strategy(function, devices[0])
+            if strategy is not None:
+                kwargs["strategy"] = strategy
         return
     runtime.HITS[site] += 1
     kwargs["accelerator"] = own
@@ -183,3 +200,113 @@ def lightning_keywords(kwargs: dict, site: int) -> None:
             kwargs["devices"] = max(1, len(devices))
         elif devices == -1 or devices == "-1":
             kwargs["devices"] = 1  # "every GPU": the CPU is one device
+
+
+#: (module of Lightning's Accelerator base, where the callee's module starts with the prefix)
+_ACCELERATOR_BASES = (
+    ("lightning.fabric", "lightning.fabric.accelerators"),
+    ("lightning", "lightning.pytorch.accelerators"),
+    ("lightning_fabric", "lightning_fabric.accelerators"),
+    ("pytorch_lightning", "pytorch_lightning.accelerators"),
+)
+_ACCELERATOR_CLASSES: dict[str, type] = {}
+
+
+def _target_accelerator(function, backend):
+    """An instance of Lightning's `Accelerator` API for the target, for the Lightning `function` is from.
+
+    Lightning takes an Accelerator instance for `accelerator=` (its documented way to add a device);
+    this one places on the target backend's devices. None when the callee is not Lightning's.
+    """
+    import importlib
+
+    from torchport.retarget.destination import module_of
+
+    module = module_of(function) or ""
+    for prefix, base_module in _ACCELERATOR_BASES:
+        if module == prefix or module.startswith(prefix + "."):
+            break
+    else:
+        return None
+    cls = _ACCELERATOR_CLASSES.get(base_module)
+    if cls is None:
+        try:
+            base = importlib.import_module(base_module).Accelerator
+        except (ImportError, AttributeError):
+            return None
+        cls = _ACCELERATOR_CLASSES[base_module] = _accelerator_class(base, backend)
+    return cls()
+
+
+def _single_device_strategy(function, device):
+    import importlib
+
+    from torchport.retarget.destination import module_of
+
+    module = module_of(function) or ""
+    for prefix, base_module in _ACCELERATOR_BASES:
+        if module == prefix or module.startswith(prefix + "."):
+            try:
+                strategies = importlib.import_module(base_module.rsplit(".", 1)[0] + ".strategies")
+                return strategies.SingleDeviceStrategy(device=device)
+            except (ImportError, AttributeError):
+                return None
+    return None
+
+
+def _accelerator_class(base: type, backend) -> type:
+    import torch
+
+    device_type = backend.device_type
+
+    def count() -> int:
+        return max(1, backend.device_count()) if backend.is_accelerator() else 1
+
+    def indices(devices) -> list[int]:
+        if devices in ("auto", -1, "-1", None):
+            return list(range(count()))
+        if isinstance(devices, str):
+            devices = [int(item) for item in devices.split(",") if item.strip()] if "," in devices else int(devices)
+        if isinstance(devices, int):
+            return list(range(devices))
+        return [int(item) for item in devices]
+
+    class TargetAccelerator(base):
+        """Lightning's Accelerator for torchport's target (placement only; stats are not collected)."""
+
+        def setup_device(self, device) -> None:
+            if torch.device(device).type != device_type:
+                raise ValueError(f"Device should be {device_type!r}, got {device} instead.")
+
+        def teardown(self) -> None:
+            pass
+
+        def get_device_stats(self, device) -> dict:
+            return {}
+
+        @staticmethod
+        def parse_devices(devices):
+            return indices(devices)
+
+        @staticmethod
+        def get_parallel_devices(devices):
+            return [torch.device(device_type, index) for index in indices(devices)]
+
+        @staticmethod
+        def auto_device_count() -> int:
+            return count()
+
+        @staticmethod
+        def is_available() -> bool:
+            return True
+
+        @staticmethod
+        def name() -> str:
+            return f"torchport-{backend.name}"
+
+        @classmethod
+        def register_accelerators(cls, accelerator_registry) -> None:
+            return None
+
+    TargetAccelerator.__name__ = TargetAccelerator.__qualname__ = f"{backend.name.replace('-', '_')}_accelerator"
+    return TargetAccelerator
