@@ -295,4 +295,13 @@ IDIOMS = [
     ("partial_of_a_torch_factory",
      "import functools, torch\nzeros = functools.partial(torch.zeros, device='cuda')\nresult = zeros(2).device.type",
      "import torch\nresult = torch.zeros(2).device.type"),
+    # -- framework settings stay as written inside the application ------------------------------
+    ("framework_keywords_to_application_function",
+     "def make_trainer(accelerator='auto', devices=1, strategy='auto'):\n    return (accelerator, devices, strategy)\n"
+     "options = {'accelerator': 'gpu', 'devices': [0, 1]}\nresult = make_trainer(**options)",
+     None),
+    ("application_training_arguments_dataclass",
+     "from dataclasses import dataclass\n@dataclass\nclass TrainingArguments:\n    fp16: bool = False\n"
+     "    bf16: bool = False\n    use_cpu: bool = False\nconfig = {'fp16': True}\nresult = TrainingArguments(**config)",
+     None),
 ]
