@@ -82,3 +82,84 @@ def test_unsupported_op_blocks_the_verdict_with_a_call_site(target):
     nonzero = next(op for op in report.data["ops"] if op["name"] == "aten::nonzero")
     assert nonzero["status"] == "unsupported" and any("test_check_api.py" in site for site in nonzero["sites"])
     assert report.data["host_syncs"]["total"] >= 1
+
+
+class ReadsTheRecorder(nn.Module):
+    """Stands for any model that computes differently while check records it."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, values):
+        from torchport import emulated
+
+        return self.linear(values) + (0.0 if emulated.get_recorder() is None else 1.0)
+
+
+class DropoutModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, values):
+        return self.drop(self.linear(values))
+
+
+def test_a_census_that_would_change_the_model_is_not_taken_and_the_report_says_so(target):
+    torch.manual_seed(0)
+    report = check_model(ReadsTheRecorder(), [torch.randn(2, 4)], target="neuron")
+    assert report.verdict.startswith("not checked: the op census was not taken in full (recording its ops changes "
+                                     "what the model computes")
+    (item,) = report.data["not_checked"]
+    assert item["what"].startswith("the op census (ops and their status, call sites, shapes")
+    assert report.data["ops"] == []
+    assert "not checked: the op census" in report.text() and "<h2>Not checked</h2>" in report.html()
+
+
+def test_a_census_that_fails_stops_recording_and_the_workload_still_runs(target, monkeypatch):
+    from torchport.check import census
+
+    def broken(values):
+        raise ValueError("census bug")
+
+    monkeypatch.setattr(census, "_signature", broken)  # a bug in the census's own bookkeeping
+    torch.manual_seed(0)
+    report = check_model(TinyEncoder(), [torch.randint(1, 32, (2, 8))], target="neuron")
+    assert report.verdict.startswith("not checked: the op census was not taken in full (recording failed at "
+                                     "record_op(aten::")
+    assert "ValueError: census bug" in report.data["not_checked"][0]["why"]
+    assert report.data["not_checked"][0]["what"].endswith("from this point on")
+
+
+def test_recorded_and_unrecorded_runs_agree_for_ordinary_models_including_dropout(target):
+    torch.manual_seed(0)
+    samples = [torch.randn(2, 4), torch.randn(2, 4)]
+    for model in (DropoutModel(), TinyEncoder()):
+        inputs = samples if isinstance(model, DropoutModel) else [torch.randint(1, 32, (2, 8))]
+        report = check_model(model, inputs, target="neuron")
+        assert report.data["not_checked"] == [] and report.data["ops"]
+        assert not report.verdict.startswith("not checked")
+    # check seeds its runs in a forked generator: the caller's random stream is untouched.
+    model = DropoutModel()
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    check_model(model, samples, target="neuron")
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_program_is_never_stopped_by_a_failing_census(target, monkeypatch, tmp_path, capsys):
+    from torchport.check import census, check_script
+
+    def broken(values):
+        raise ValueError("census bug")
+
+    monkeypatch.setattr(census, "_signature", broken)
+    script = tmp_path / "step.py"
+    script.write_text("import torch\nweights = torch.ones(3, device='cuda')\nprint('total', (weights * 2).sum().item())\n")
+    report = check_script(str(script), [], target="neuron")
+    assert "total 6.0" in capsys.readouterr().out
+    assert report.data["program"]["ended"] == "returned" and report.data["script_exit_code"] == 0
+    assert report.verdict.startswith("not checked: the op census was not taken in full (recording failed at ")

@@ -15,7 +15,7 @@ import torch
 
 from torchport import emulated as device
 from torchport.check.bucketing import predict_compilations, suggest_buckets
-from torchport.check.census import Census
+from torchport.check.census import CENSUS_CONTENTS, Census
 from torchport.check.report import Report, build_report, not_emulated_verdict
 from torchport.errors import UsageError
 
@@ -51,12 +51,18 @@ def _outputs(result) -> list[torch.Tensor]:
     return []
 
 
+#: Every run of the workload starts from this seed (in a forked generator: the caller's is untouched),
+#: so that runs of one model differ only by what check does to them (dropout draws the same masks).
+_SEED = 0
+
+
 def _run(model, samples, loss_function, census: Census | None):
     target = torch.device(device.DEVICE_TYPE)
     model = model.to(target)
     outputs = []
     context = census.recording() if census is not None else _null()
-    with context:
+    with torch.random.fork_rng(devices=[]), context:
+        torch.manual_seed(_SEED)
         for sample in samples:
             result = _call(model, _move(sample, target))
             if loss_function is not None:
@@ -126,6 +132,54 @@ def _shapes(sample) -> dict[tuple, tuple]:
     return shapes
 
 
+def _same_outputs(first: list, second: list) -> bool:
+    """True when two runs' outputs are equal bit for bit (NaN equal to NaN)."""
+    if len(first) != len(second):
+        return False
+    for sample_first, sample_second in zip(first, second):
+        if len(sample_first) != len(sample_second):
+            return False
+        for left, right in zip(sample_first, sample_second):
+            if left.dtype != right.dtype or left.shape != right.shape:
+                return False
+            if not torch.equal(left, right) and not bool(((left == right) | (left.isnan() & right.isnan())).all()):
+                return False
+    return True
+
+
+def _census_run(model, samples, loss_function, profile) -> tuple[Census, list]:
+    """The census of the workload, taken only where recording it does not change what the model does.
+
+    The workload first runs unrecorded (a model that fails then fails here with its own error); the
+    recorded run must then give the same outputs bit for bit. Where recording makes the model fail or
+    compute differently, the census is not taken: the report says so (census.not_checked) and its
+    verdict is "not checked", never "ready". Returns the census and the unrecorded outputs.
+    """
+    plain = _run(copy.deepcopy(model), samples, loss_function, None)
+    census = Census(profile)
+    try:
+        recorded = _run(copy.deepcopy(model), samples, loss_function, census)
+    except Exception as error:
+        why = f"the model fails while its ops are recorded ({type(error).__name__}: {error})"
+    else:
+        if _same_outputs(recorded, plain):
+            return census, plain
+        again = _run(copy.deepcopy(model), samples, loss_function, None)
+        if not _same_outputs(again, plain):
+            # Nondeterministic kernels: recording did not change the model, the model changes itself.
+            census.not_checked.append({
+                "what": "bit-for-bit reproducibility of the workload",
+                "why": "two unrecorded runs differ (nondeterministic kernels, or randomness the seed does not "
+                       "reach); the census is of one recorded run",
+            })
+            return census, plain
+        why = "recording its ops changes what the model computes (its outputs differ from the unrecorded run)"
+    untaken = Census(profile)
+    untaken.taken = False
+    untaken.not_checked.append({"what": CENSUS_CONTENTS, "why": why})
+    return untaken, plain
+
+
 def check_model(
     model: torch.nn.Module,
     samples: Iterable[Any],
@@ -145,11 +199,10 @@ def check_model(
     if not samples:
         raise UsageError("check_model got no samples. Pass a list of model inputs, e.g. [input_ids_batch].")
     profile = device.activate(target)
-    census = Census(profile)
     previous = device.downcast_enabled()
     try:
         device.set_downcast_enabled(True)
-        with_downcast = _run(copy.deepcopy(model), samples, loss_function, census)
+        census, with_downcast = _census_run(model, samples, loss_function, profile)
         numeric = None
         suggestion = None
         if census.downcasts:
@@ -165,8 +218,15 @@ def check_model(
                 sizes = {key: suggestion.bucket_of(key, shape[key[0]][key[1]]) for key in suggestion.dimensions}
                 padded.append(_pad(sample, sizes, pad_value))
             bucketed = Census(profile)
-            _run(copy.deepcopy(model), padded, loss_function, bucketed)
-            suggestion.verified_graphs = bucketed.graph_count()
+            try:
+                _run(copy.deepcopy(model), padded, loss_function, bucketed)
+            except Exception as error:  # the padded inputs are check's, not the program's
+                census.not_checked.append({
+                    "what": "compilations with the suggested buckets (verified_compilations_after)",
+                    "why": f"the model fails on the padded inputs ({type(error).__name__}: {error})",
+                })
+            else:
+                suggestion.verified_graphs = bucketed.graph_count()
     finally:
         device.set_downcast_enabled(previous)
     report = build_report(census, numeric_effect=numeric, buckets=suggestion, workload=type(model).__name__)

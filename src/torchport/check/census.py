@@ -11,6 +11,7 @@ and are not counted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections import Counter
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchport.errors import TorchportError
 from torchport.profiles import Profile
 
-__all__ = ["Census", "OpRecord", "SYNC_OPS", "call_site"]
+__all__ = ["Census", "OpRecord", "SYNC_OPS", "CENSUS_CONTENTS", "call_site"]
 
 #: Ops that hand a value to the host: the device must finish everything queued before them.
 SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::allclose"})
@@ -32,6 +34,8 @@ _SKIPPED_DIRECTORIES = (
 )
 #: Sites recorded per op and per sync kind.
 SITES_PER_OP = 3
+#: What a census looks at, named where it could not be taken.
+CENSUS_CONTENTS = "the op census (ops and their status, call sites, shapes and compilations, host syncs, dtype downcasts, peak memory)"
 
 
 def call_site(extra_skipped: tuple[str, ...] = ()) -> str:
@@ -68,6 +72,30 @@ def _signature(values) -> tuple:
     return tuple(parts)
 
 
+def _observing(method):
+    """A recording method that never makes the program fail: where recording itself breaks, the census
+    stops (it uninstalls itself and says what it did not look at) and the program runs on unrecorded.
+    Errors torchport raises on purpose (an op refused under strict mode) still reach the program."""
+
+    @functools.wraps(method)
+    def observe(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except TorchportError:
+            raise
+        except Exception as error:
+            self.stop_recording(f"recording failed at {method.__name__}({_first_name(args)}): "
+                                f"{type(error).__name__}: {error}")
+            return None
+
+    return observe
+
+
+def _first_name(args) -> str:
+    first = args[0] if args else ""
+    return str(getattr(first, "name", first))[:80]
+
+
 class Census:
     """Records ops, shapes, syncs, downcasts and memory while installed on the emulated device."""
 
@@ -86,11 +114,16 @@ class Census:
         self.not_emulated: Counter = Counter()
         self.steps = 0
         self.peak_memory = 0
+        #: False when check could not take this census (recording changed the workload): it is empty.
+        self.taken = True
+        #: What check did not look at, and why: [{"what": ..., "why": ...}]
+        self.not_checked: list[dict[str, str]] = []
         self._graph_hash = 0
         self._graph_length = 0
         self._graph_ops: list = []
 
     # -- recording (called by the emulated device's kernels) --------------------------------
+    @_observing
     def record_op(self, info, host_args, host_kwargs) -> None:
         """Count one op call with its shape signature."""
         name = info.name
@@ -119,10 +152,12 @@ class Census:
         if name in SYNC_OPS:
             self.record_sync(name)
 
+    @_observing
     def record_not_emulated(self, op: str, what: str) -> None:
         """Count an op the emulated device cannot run yet: a gap of the emulator, not a target fact."""
         self.not_emulated[(op, what)] += 1
 
+    @_observing
     def record_sync(self, kind: str) -> None:
         """Count one host sync (item, copy to the host, synchronize) at its call site."""
         if kind == "aten::_local_scalar_dense":
@@ -131,10 +166,12 @@ class Census:
         self.syncs[(kind, call_site())] += 1
         self._close_graph()
 
+    @_observing
     def record_transfer(self, nbytes: int) -> None:
         """Count one host-to-device copy."""
         self.transfer_bytes += nbytes
 
+    @_observing
     def record_downcast(self, op_name: str, wide, narrow, changed: bool) -> None:
         """Count one op output computed in a narrower dtype, and whether rounding changed it."""
         key = (op_name, str(wide).replace("torch.", ""), str(narrow).replace("torch.", ""))
@@ -142,11 +179,23 @@ class Census:
         counts[0] += 1
         counts[1] += int(changed)
 
+    @_observing
     def record_step(self, *args, **kwargs) -> None:
         """Optimizer step hook: one training step ends, and with it a graph."""
         self.steps += 1
         self._close_graph()
 
+    def stop_recording(self, why: str) -> None:
+        """Stop recording for good: uninstall this census, which the report then calls not taken."""
+        from torchport import emulated as device
+
+        if device.get_recorder() is self:
+            device.set_recorder(None)
+        if self.taken:
+            self.taken = False
+            self.not_checked.append({"what": f"{CENSUS_CONTENTS} from this point on", "why": why})
+
+    @_observing
     def _close_graph(self) -> None:
         if not self._graph_length:
             return
@@ -158,6 +207,7 @@ class Census:
         self._graph_length = 0
         self._graph_ops = []
 
+    @_observing
     def end_step(self) -> None:
         """Mark the end of one step where no optimizer runs (the check API calls it per sample)."""
         self.steps += 1

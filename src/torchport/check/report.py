@@ -30,6 +30,8 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.blocked{color:#b00}
 <h2>Dtypes</h2><pre>{{ d.dtypes | tojson(indent=2) }}</pre>
 <h2>Host syncs</h2><pre>{{ d.host_syncs | tojson(indent=2) }}</pre>
 <h2>Memory</h2><pre>{{ d.memory | tojson(indent=2) }}</pre>
+{% if d.not_checked %}<h2>Not checked</h2><ul>
+{% for item in d.not_checked %}<li>{{ item.what }}: {{ item.why }}</li>{% endfor %}</ul>{% endif %}
 {% if d.not_emulated %}<h2>Not emulated yet (not checked; emulator gaps, not target facts)</h2><ul>
 {% for gap in d.not_emulated %}<li><code>{{ gap.op }}</code> x{{ gap.count }}: {{ gap.what }}</li>{% endfor %}</ul>{% endif %}
 </body></html>"""
@@ -100,6 +102,8 @@ class Report:
         lines.append(f"host syncs: {syncs['total']} ({syncs['per_step']:.1f} per step over {syncs['steps']} steps)")
         for site in syncs["sites"][:5]:
             lines.append(f"  {site['count']:>5}  {site['kind']} at {site['site']}")
+        for item in data.get("not_checked", []):
+            lines.append(f"not checked: {item['what']}: {item['why']}")
         for gap in data.get("not_emulated", []):
             lines.append(f"not emulated yet (not checked; an emulator gap, not a {data['target']['name']} fact):"
                          f" {gap['op']} x{gap['count']}: {gap['what']}")
@@ -215,9 +219,15 @@ def build_report(census: Census, numeric_effect: dict | None, buckets: BucketSug
                          for (op, what), count in census.not_emulated.most_common()],
         "not_emulated_count": sum(census.not_emulated.values()),
     }
+    # What check did not look at (a census recording changed the workload, ...): never silently.
+    data["not_checked"] = [dict(item) for item in census.not_checked]
     data["fixes"] = _fixes(census, data)
     unsupported = [op["name"] for op in data["ops"] if op["status"] == "unsupported"]
-    if unsupported or data["memory"]["fraction"] > 1:
+    if not census.taken:
+        why = "; ".join(item["why"] for item in census.not_checked) or "it was not taken"
+        data["verdict"] = (f"not checked: the op census was not taken in full ({why}); the workload ran on the "
+                           "emulated target, but what it did unrecorded (ops, shapes, syncs) was not looked at")
+    elif unsupported or data["memory"]["fraction"] > 1:
         reason = f"unsupported ops {unsupported}" if unsupported else "does not fit in device memory"
         data["verdict"] = f"blocked: {reason}"
     elif data["fixes"]:
