@@ -1,18 +1,23 @@
 """Children started with the `spawn` or `forkserver` method (mp.spawn, DataLoader workers with
-multiprocessing_context='spawn') re-import the main program by themselves. Hand them this module as
-their main: it retargets the child the same way, then runs the real program as `__mp_main__`.
+multiprocessing_context='spawn' or 'forkserver', a Pool after mp.set_start_method('forkserver'))
+re-import the main program by themselves. Hand them spawn_main as their main: it retargets the child
+the same way, then runs the real program as `__mp_main__`.
+
+The settings travel in each child's preparation data (the last `sys.path` entry, which the child
+applies before it runs its main and the bootstrap removes first), not in the environment: a
+forkserver started before retargeting was turned on has the environment of that earlier moment,
+while every child it forks gets its preparation data from the parent at the time it is started.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing.spawn
-import os
 
-__all__ = ["install", "ENV_CHILD"]
+__all__ = ["install", "take_settings", "MARKER"]
 
-#: How the parent tells its spawned children what to retarget to (JSON).
-ENV_CHILD = "TORCHPORT_SPAWNED_CHILD"
+#: Prefix of the `sys.path` entry carrying the settings (not a folder: the import system skips it).
+MARKER = "<torchport-retarget-child>"
 _BOOTSTRAP = "torchport.retarget.spawn_main"
 _original_preparation_data = multiprocessing.spawn.get_preparation_data
 
@@ -28,8 +33,18 @@ def install(device: str, precision: str, strict: bool, scope: list[str], narrowe
         main_name = data.pop("init_main_from_name", None)
         if main_path is None and main_name is None:
             return data
-        os.environ[ENV_CHILD] = json.dumps({**settings, "main_path": main_path, "main_name": main_name})
+        entry = MARKER + json.dumps({**settings, "main_path": main_path, "main_name": main_name})
+        data["sys_path"] = [path for path in data.get("sys_path", []) if not path.startswith(MARKER)] + [entry]
         data["init_main_from_name"] = _BOOTSTRAP
         return data
 
     multiprocessing.spawn.get_preparation_data = get_preparation_data
+
+
+def take_settings(path: list[str]) -> dict:
+    """Remove the settings entry from `path` (a child's sys.path) and return the settings."""
+    for index, entry in enumerate(path):
+        if entry.startswith(MARKER):
+            del path[index]
+            return json.loads(entry[len(MARKER):])
+    raise RuntimeError("torchport: a spawned child was started without its retargeting settings")

@@ -8,15 +8,24 @@ Only one name is defined here, and it removes itself before the program runs in 
 
 def _torchport_bootstrap(namespace: dict) -> None:
     import importlib.util
-    import json
     import os
+    import sys
 
     from torchport.retarget import api, runtime, torchscript, transform
-    from torchport.retarget.spawn import ENV_CHILD
+    from torchport.retarget.scope import RetargetLoader
+    from torchport.retarget.spawn import take_settings
 
-    settings = json.loads(os.environ[ENV_CHILD])
+    settings = take_settings(sys.path)
     retarget = api.activate(settings["device"], settings["scope"], settings["precision"], settings["strict"],
                             no_scope=settings.get("no_scope", ()))
+    # A child forked by a forkserver that preloaded the program before retargeting was turned on
+    # holds the application's modules as they were imported then: import them again, retargeted.
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        if (name not in ("__main__", "__mp_main__") and origin and getattr(spec, "has_location", False)
+                and not isinstance(spec.loader, RetargetLoader) and retarget.in_scope(origin)):
+            del sys.modules[name]
     if settings["main_path"]:
         filename = os.path.abspath(settings["main_path"])
     else:

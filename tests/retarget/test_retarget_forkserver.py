@@ -1,0 +1,122 @@
+"""Children started with the spawn and forkserver methods are retargeted like their parent, even
+when the forkserver was started before retargeting was turned on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: Application code that only works where `cuda` means the target: workers run it.
+DATASET = """\
+import torch
+
+
+class Probe(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        value = torch.full((1,), float(index), device=device) * 2
+        return {"device": device, "placed": value.device.type, "value": value.cpu(),
+                "count": torch.cuda.device_count()}
+"""
+
+RUN_APP = """\
+import sys
+import torch
+from probe import Probe
+
+
+def main(method):
+    loader = torch.utils.data.DataLoader(Probe(), batch_size=2, num_workers=2, multiprocessing_context=method)
+    for batch in loader:
+        print(method, batch["device"], batch["placed"], batch["value"].flatten().tolist(), batch["count"].tolist())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+"""
+
+SET_START_METHOD_APP = """\
+import multiprocessing as mp
+import torch
+from probe import Probe
+
+
+def work(index):
+    return Probe()[index]["placed"]
+
+
+if __name__ == "__main__":
+    mp.set_start_method("forkserver")
+    with mp.Pool(2) as pool:
+        print("pool", pool.map(work, range(4)))
+    loader = torch.utils.data.DataLoader(Probe(), batch_size=4, num_workers=2)
+    print("loader", next(iter(loader))["placed"])
+"""
+
+#: The forkserver starts (and preloads this script, unretargeted) before `use()` turns retargeting on.
+STARTED_BEFORE_APP = """\
+import multiprocessing as mp
+import sys
+
+
+def main():
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "probe"])
+    first = context.Process(target=print, args=("forkserver running",))
+    first.start()
+    first.join()
+    import torchport
+
+    torchport.use("cpu", precision="keep")
+    import torch
+    from probe import Probe
+
+    loader = torch.utils.data.DataLoader(Probe(), batch_size=2, num_workers=2, multiprocessing_context=context)
+    for batch in loader:
+        print("late", batch["device"], batch["placed"], batch["value"].flatten().tolist())
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _run(tmp_path, source: str, command: list[str]) -> subprocess.CompletedProcess:
+    (tmp_path / "probe.py").write_text(DATASET)
+    (tmp_path / "app.py").write_text(textwrap.dedent(source))
+    environment = {**os.environ, "TORCHPORT_QUIET": "1"}
+    return subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=tmp_path,
+                          env=environment, timeout=600)
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_dataloader_workers_started_by_spawn_or_forkserver_are_retargeted(tmp_path, method):
+    result = _run(tmp_path, RUN_APP, ["-m", "torchport", "run", "--device", "cpu", "app.py", method])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{method} ['cuda', 'cuda'] ['cpu', 'cpu'] [0.0, 2.0] [1, 1]",
+        f"{method} ['cuda', 'cuda'] ['cpu', 'cpu'] [4.0, 6.0] [1, 1]",
+    ]
+
+
+def test_a_forkserver_default_start_method_covers_pools_and_loaders(tmp_path):
+    result = _run(tmp_path, SET_START_METHOD_APP, ["-m", "torchport", "run", "--device", "cpu", "app.py"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["pool ['cpu', 'cpu', 'cpu', 'cpu']",
+                                          "loader ['cpu', 'cpu', 'cpu', 'cpu']"]
+
+
+def test_children_of_a_forkserver_started_before_retargeting_are_retargeted(tmp_path):
+    result = _run(tmp_path, STARTED_BEFORE_APP, ["app.py"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "forkserver running"
+    assert lines[1:] == ["late ['cuda', 'cuda'] ['cpu', 'cpu'] [0.0, 2.0]",
+                         "late ['cuda', 'cuda'] ['cpu', 'cpu'] [4.0, 6.0]"]
