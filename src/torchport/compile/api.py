@@ -15,7 +15,7 @@ import time
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from torchport.compile.backend import CompileFallbackError, TorchportBackend
+from torchport.compile.backend import CompileFallbackError, TorchportBackend, _profile_of
 from torchport.compile.bucketing import Bucketer, parse_buckets
 from torchport.errors import UsageError
 
@@ -230,7 +230,9 @@ def _runner(model, function, target, buckets, fallback, strict, precision, profi
     if compiler is not None:
         backend.compiler = backend.report.compiler = compiler
     spec = parse_buckets(buckets)
-    bucketer = Bucketer(spec, pad_value) if spec is not None else None
+    target_profile = _profile_of(backend.backend)  # the device's own, not a rehearsed one
+    host_pad = bool(target_profile is not None and target_profile.static_shapes)
+    bucketer = Bucketer(spec, pad_value, host_pad) if spec is not None else None
     if bucketer is None:
         backend.report.note("buckets=None: every new input shape compiles a new graph")
     return Runner(model, function, backend, bucketer, precision)

@@ -98,9 +98,12 @@ def _is_mask(tensor: torch.Tensor) -> bool:
 class Bucketer:
     """Decides, per call, which tensor leaves to pad to which size, and slices outputs back."""
 
-    def __init__(self, spec, pad_value=0) -> None:
+    def __init__(self, spec, pad_value=0, host_pad: bool = False) -> None:
         self.spec = spec
         self.pad_value = pad_value
+        #: Pad device inputs on the host and copy them back: on a static-shape target (the profile's
+        #: shapes.static: XLA, Neuron) padding on the device compiles a pad graph for every real size.
+        self.host_pad = host_pad
         self.groups: dict[int, DimensionGroup] = {}
         self.observed: list[tuple] | None = None  # first call's leaf shapes (auto)
         if isinstance(spec, dict):
@@ -150,7 +153,10 @@ class Bucketer:
             for index in indices:
                 leaf = padded[index]
                 if leaf.dim() > dimension and leaf.shape[dimension] < size:
-                    padded[index] = _pad_leaf(leaf, dimension, size, fill)
+                    if self.host_pad and leaf.device.type != "cpu":
+                        padded[index] = _pad_leaf(leaf.cpu(), dimension, size, fill).to(leaf.device)
+                    else:
+                        padded[index] = _pad_leaf(leaf, dimension, size, fill)
         return padded
 
     def plan(self, leaves) -> dict[int, tuple[int, int]]:
