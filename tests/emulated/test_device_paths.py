@@ -149,6 +149,38 @@ def test_run_keeps_pinned_staging_buffers_on_a_target_that_pins_and_drops_them_w
     assert results["xla-emulated"] == {"pinned": False, "sum": 66.0}
 
 
+@pytest.mark.parametrize("norm_first, batch_first", [(False, True), (True, True)])
+def test_transformer_encoder_eval_with_a_padding_mask_matches_the_cpu_bit_for_bit(target, norm_first, batch_first):
+    target("neuron")
+    emulated.set_downcast_enabled(False)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=batch_first, norm_first=norm_first)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    inputs = torch.randn(3, 5, 8) if batch_first else torch.randn(5, 3, 8)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    with torch.no_grad():
+        expected = encoder(inputs, src_key_padding_mask=mask)
+        output = encoder.to(DEVICE)(inputs.to(DEVICE), src_key_padding_mask=mask.to(DEVICE))
+    assert output.device.type == DEVICE and not output.is_nested
+    assert torch.equal(output.cpu(), expected)
+
+
+def test_nested_tensors_on_the_device_compute_what_the_cpu_computes(target):
+    target("neuron")
+    first, second = torch.randn(2, 3), torch.randn(4, 3)
+    for make in (lambda device: torch.nested.nested_tensor([first, second], device=device),
+                 lambda device: torch.nested.as_nested_tensor([first.to(device), second.to(device)])):
+        expected, made = make("cpu"), make(DEVICE)
+        assert made.is_nested and made.device.type == DEVICE
+        back = (made.relu() * 2).cpu()
+        assert back.is_nested and back.device.type == "cpu"
+        for got, want in zip(back.unbind(), (expected.relu() * 2).unbind()):
+            assert torch.equal(got, want)
+        padded = torch.nested.to_padded_tensor(made, -1.0)
+        assert padded.device.type == DEVICE
+        assert torch.equal(padded.cpu(), torch.nested.to_padded_tensor(expected, -1.0))
+
+
 def test_sparse_tensors_are_named_as_not_emulated_and_counted_in_the_report(target):
     profile = target("neuron")
     census = Census(profile)

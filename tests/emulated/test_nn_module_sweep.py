@@ -31,8 +31,8 @@ def test_every_nn_module_agrees_forward_and_backward(neuron_device):
     compared = {outcome.name.split("[")[0].split(".")[0] for outcome in sweep.outcomes
                 if outcome.status != "not applicable"}
     assert compared == swept - set(NOT_A_COMPUTATION)
-    # The emulator's gaps are named as such: nested tensors (TransformerEncoder's eval fast path).
-    assert {outcome.name for outcome in sweep.named("not emulated")} == {"TransformerEncoder[0].eval"}
-    assert "enable_nested_tensor=False" in sweep.named("not emulated")[0].detail
+    # No emulator gap left: TransformerEncoder's eval fast path (nested tensors) agrees too.
+    assert sweep.named("not emulated") == []
+    assert "TransformerEncoder[0].eval" in {outcome.name for outcome in sweep.named("agreeing")}
     agreeing = {outcome.name.split("[")[0] for outcome in sweep.named("agreeing")}
     assert {"GRU", "LSTM", "RNN", "GRUCell", "TransformerEncoder", "TransformerDecoder", "MultiheadAttention"} <= agreeing

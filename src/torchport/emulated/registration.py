@@ -31,7 +31,7 @@ def register() -> None:
             )
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-        from torchport.emulated import autocast, device_module, dispatch, distributed, kernels, serialization
+        from torchport.emulated import autocast, device_module, dispatch, distributed, kernels, nested, serialization
 
         _setup_privateuseone_for_python_backend(
             DEVICE_TYPE, device_module.DEVICE_MODULE, device_module.Hooks(), device_module.Guard()
@@ -42,6 +42,7 @@ def register() -> None:
         library.fallback(dispatch.fallback, "PrivateUse1")
         _libraries.append(library)
         dispatch.install_layout_fallbacks(_libraries)
+        nested.install(_libraries)
         device_module.route_accelerator_calls()
         kernels.install()
         autocast.install()
