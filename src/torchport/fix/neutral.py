@@ -26,6 +26,7 @@ __all__ = [
     "device",
     "device_type",
     "indexed",
+    "indexed_code",
     "when_available",
     "adapt",
     "legacy_spans",
@@ -65,6 +66,7 @@ _LEGACY = {
                      "reset_peak_memory_stats", "empty_cache")
     },
     "{torch}.accelerator.synchronize()": "{torch}.cuda.synchronize()",
+    "{torch}.accelerator.get_memory_info(": "{torch}.cuda.mem_get_info(",
     # TP107 renames the function only; with no torch.accelerator the CUDA check stays
     "{torch}.accelerator.is_available": "{torch}.cuda.is_available",
     # an indexed device (`indexed`), behind the accelerator check: CUDA's or MPS' type
@@ -118,7 +120,12 @@ def device_type(torch: str, quote: str = '"', bare: bool = False) -> str:
 def indexed(torch: str, index: str, bare: bool = False) -> str:
     """Device `index` of the accelerator as a string (`'cuda:0'` on CUDA), else `"cpu"`: the CPU
     has no numbered devices where a device is looked up by name (`torch.load(map_location=...)`)."""
-    text = f'{torch}.accelerator.current_accelerator().type + {index!r} if {IS_AVAILABLE.format(torch=torch)} else "cpu"'
+    return indexed_code(torch, repr(index), bare)
+
+
+def indexed_code(torch: str, suffix: str, bare: bool = False) -> str:
+    """As `indexed`, with the `':N'` part given as code (`f':{rank}'`, `':' + str(rank)`)."""
+    text = f'{torch}.accelerator.current_accelerator().type + {suffix} if {IS_AVAILABLE.format(torch=torch)} else "cpu"'
     return text if bare else f"({text})"
 
 
@@ -242,6 +249,19 @@ HELPERS: dict[str, Helper] = {
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     return types.SimpleNamespace(name=platform.processor() or platform.machine() or "cpu", total_memory=memory,
                                  multi_processor_count=os.cpu_count() or 1, major=0, minor=0)
+''',
+        ),
+        Helper(
+            "_host_memory_info",
+            '''def _host_memory_info():
+    """(free, total) bytes of the host's memory: torch.accelerator.get_memory_info()'s counterpart
+    where there is no accelerator."""
+    import os
+
+    if not hasattr(os, "sysconf"):
+        return 0, 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    return page * os.sysconf("SC_AVPHYS_PAGES"), page * os.sysconf("SC_PHYS_PAGES")
 ''',
         ),
     )

@@ -144,8 +144,9 @@ def guarded_by_availability(node: ast.AST, context: PythonContext) -> bool:
 
 
 def device_literal_fix(context: PythonContext, node: ast.Constant, bare: bool = False) -> Fix:
-    """Unsafe fix of a 'cuda' / 'cuda:N' literal: the best device type, keeping the index (so a
-    CUDA machine sees the same string, and 'cpu:N', which torch accepts, is the CPU)."""
+    """Unsafe fix of a 'cuda' / 'cuda:N' literal: the best device type, keeping the index on an
+    accelerator (a CUDA machine sees the same string) and dropping it on the CPU, which has no
+    numbered devices where a device is looked up by name (`torch.load` rejects 'cpu:0')."""
     from torchport.fix import neutral
 
     index = node.value[len("cuda"):]
@@ -153,7 +154,7 @@ def device_literal_fix(context: PythonContext, node: ast.Constant, bare: bool = 
     def build(torch: str) -> str:
         if not index:
             return neutral.device_type(torch, bare=bare)
-        return f"{neutral.device_type(torch)} + {index!r}"
+        return neutral.indexed(torch, index, bare=bare)
 
     return neutral_fix(context, build)
 

@@ -27,8 +27,9 @@ class CudaFstringDevice(PythonRule):
     **Use instead**: `torch.device(torch.accelerator.current_accelerator().type, local_rank)`.
 
     **Fix safety**: unsafe, for `f'cuda:{rank}'` and `'cuda:' + ...`: 'cuda' becomes the type of
-    the best available device, so the value stays a string ('cuda:1' on a CUDA machine, 'cpu:1'
-    without an accelerator, which torch accepts as the CPU). The other spellings are reported only.
+    the best available device, so the value stays a string ('cuda:1' on a CUDA machine), and
+    `"cpu"` without an accelerator: the CPU has no numbered devices where a device is looked up by
+    name (`torch.load(map_location='cpu:0')` raises). The other spellings are reported only.
     """
 
     code = "TP109"
@@ -48,12 +49,21 @@ class CudaFstringDevice(PythonRule):
     INVALID = (
         Example(
             "import torch\ndevice = f'cuda:{local_rank}'\n",
-            fixed="import torch\ndevice = f'{torch.accelerator.current_accelerator().type if "
-            "torch.accelerator.is_available() else \"cpu\"}:{local_rank}'\n",
+            fixed="import torch\ndevice = torch.accelerator.current_accelerator().type + f':{local_rank}' if "
+            "torch.accelerator.is_available() else \"cpu\"\n",
+        ),
+        Example(
+            "import torch\nsnapshot = torch.load(path, map_location=f\"cuda:{gpu_id}\")\n",
+            fixed="import torch\nsnapshot = torch.load(path, map_location=torch.accelerator.current_accelerator().type "
+            "+ f\":{gpu_id}\" if torch.accelerator.is_available() else \"cpu\")\n",
         ),
         "device = 'cuda:{}'.format(rank)\n",
         "device = 'cuda:%d' % rank\n",
-        "device = 'cuda:' + str(rank)\n",
+        Example(
+            "import torch\ndevice = 'cuda:' + str(rank)\n",
+            fixed="import torch\ndevice = torch.accelerator.current_accelerator().type + ':' + str(rank) if "
+            "torch.accelerator.is_available() else \"cpu\"\n",
+        ),
     )
 
     def check(self, node: ast.AST, context: PythonContext) -> None:
@@ -68,8 +78,8 @@ class CudaFstringDevice(PythonRule):
                 fix = None
                 if isinstance(node.op, ast.Add):
                     prefix, needs_import = context.torch_prefix()
-                    rest = repr(text[len("cuda"):])
-                    replacement = f"{neutral.device_type(prefix)} + {rest} + {context.segment(node.right)}"
+                    rest = f"{text[len('cuda'):]!r} + {context.segment(node.right)}"
+                    replacement = neutral.indexed_code(prefix, rest, bare=_bare(node, context))
                     fix = Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)
                 context.report(self, node, fix=fix)
             return
@@ -87,8 +97,16 @@ class CudaFstringDevice(PythonRule):
             return None
         if not text[start + 1 :].startswith("cuda:"):
             return None
-        inner_quote = '"' if text[start] == "'" else "'"
         prefix, needs_import = context.torch_prefix()
-        device_type = neutral.device_type(prefix, quote=inner_quote, bare=True)
-        replacement = text[: start + 1] + "{" + device_type + "}" + text[start + 1 + len("cuda") :]
+        suffix = text[: start + 1] + text[start + 1 + len("cuda") :]
+        replacement = neutral.indexed_code(prefix, suffix, bare=_bare(node, context))
         return Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import)
+
+
+def _bare(node: ast.AST, context: PythonContext) -> bool:
+    """Whether `node`, once fixed, may be written without parentheses: it is a whole value (an
+    assignment's, a return's or an argument's), not an operand."""
+    parent = context.parent()
+    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.Return, ast.keyword)):
+        return True
+    return isinstance(parent, ast.Call) and any(argument is node for argument in parent.args)

@@ -34,7 +34,7 @@ class CudaStringLiteral(PythonRule):
 
     **Fix safety**: unsafe. The literal becomes the type of the best available device
     (`torch.accelerator.current_accelerator().type`, or `"cpu"` without an accelerator; an index
-    as in 'cuda:1' is kept), still a string, so code that tests or formats it keeps working; it is 'cuda' on a CUDA machine. Literals
+    as in 'cuda:1' is kept on an accelerator and dropped on the CPU), still a string, so code that tests or formats it keeps working; it is 'cuda' on a CUDA machine. Literals
     in a list or tuple (argparse `choices`) and dictionary keys (saved locations) are left alone.
     More specific rules own `torch.device('cuda')` (TP103), `device='cuda'` keywords (TP104),
     comparisons (TP105), the availability ternary (TP106) and `map_location` (TP110).
@@ -64,9 +64,9 @@ class CudaStringLiteral(PythonRule):
         ),
         Example(
             "import torch\nsecond = 'cuda:1' if n > 1 else 'cuda:0'\n",
-            fixed="import torch\nsecond = (torch.accelerator.current_accelerator().type if torch.accelerator.is_available() "
-            "else \"cpu\") + ':1' if n > 1 else (torch.accelerator.current_accelerator().type if "
-            "torch.accelerator.is_available() else \"cpu\") + ':0'\n",
+            fixed="import torch\nsecond = (torch.accelerator.current_accelerator().type + ':1' if "
+            "torch.accelerator.is_available() else \"cpu\") if n > 1 else (torch.accelerator.current_accelerator().type "
+            "+ ':0' if torch.accelerator.is_available() else \"cpu\")\n",
             count=2,
         ),
         "parser.add_argument('--device', default='cuda:0')\n",

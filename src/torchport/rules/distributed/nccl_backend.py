@@ -31,7 +31,8 @@ class NcclBackend(PythonRule):
 
         dist.init_process_group(dist.get_default_backend_for_device(device))
 
-    **Fix safety**: safe for the backend argument of `init_process_group`:
+    **Fix safety**: safe for the backend argument of `init_process_group`, written there or bound
+    once to the name passed there (`backend = 'nccl'` ... `init_process_group(backend=backend)`):
     `get_default_backend_for_device(<best available device>)` is 'nccl' on CUDA and gloo
     on CPU. Unsafe for a `default='nccl'` (argparse, config helpers), which becomes the same
     expression. Other 'nccl' strings (comparisons) are reported only.
@@ -44,7 +45,7 @@ class NcclBackend(PythonRule):
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
     unsafe_reason = "the default backend is the one for the local accelerator, or gloo, instead of nccl"
-    triggers = (b"'nccl'", b'"nccl"')
+    triggers = (b"'nccl'", b'"nccl"', b"init_process_group", b"new_group")
     node_types = (ast.Call, ast.Constant)
     VALID = (
         "import torch.distributed as dist\ndist.init_process_group(dist.get_default_backend_for_device(d))\n",
@@ -65,6 +66,14 @@ class NcclBackend(PythonRule):
         ),
         "if args.backend == 'nccl':\n    pass\n",
         Example(
+            "import torch\nfrom torch.distributed import init_process_group\nbackend = 'nccl' # or 'gloo'\n"
+            "init_process_group(backend=backend)\n",
+            fixed="import torch\nfrom torch.distributed import init_process_group\nbackend = "
+            "torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() if "
+            'torch.accelerator.is_available() else torch.device("cpu")) # or \'gloo\'\n'
+            "init_process_group(backend=backend)\n",
+        ),
+        Example(
             "import torch\nparser.add_argument('--backend', default='nccl')\n",
             fixed="import torch\nparser.add_argument('--backend', "
             "default=torch.distributed.get_default_backend_for_device("
@@ -82,6 +91,8 @@ class NcclBackend(PythonRule):
                 # an argparse or config default: the backend for the best device, 'nccl' on CUDA
                 is_default = isinstance(parent, ast.keyword) and parent.arg == "default"
                 fix = neutral_fix(context, self._backend, FixSafety.UNSAFE) if is_default else None
+                if fix is None and self._names_the_backend(node, context):
+                    fix = neutral_fix(context, self._backend, FixSafety.SAFE)
                 context.report(self, node, fix=fix)
             return
         if context.called(node) not in _INIT:
@@ -91,6 +102,32 @@ class NcclBackend(PythonRule):
         if string_value(value) != "nccl":
             return
         context.report(self, value, fix=neutral_fix(context, self._backend, FixSafety.SAFE))
+
+    @staticmethod
+    def _names_the_backend(node: ast.Constant, context: PythonContext) -> bool:
+        """Whether `node` is the value of `NAME = 'nccl'`, bound once in its module or function, and
+        `NAME` is the backend given to `init_process_group` there (nanoGPT's config globals)."""
+        statement = context.parent()
+        if not (isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return False
+        name = statement.targets[0].id
+        scope = next((item for item in reversed(context.stack)
+                      if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if scope is None:
+            return False
+        bindings = [item for item in ast.walk(scope) if isinstance(item, ast.Name) and item.id == name
+                    and isinstance(item.ctx, ast.Store)]
+        if len(bindings) != 1:
+            return False
+        for call in ast.walk(scope):
+            if not isinstance(call, ast.Call) or context.called(call) not in _INIT:
+                continue
+            keyword = keyword_argument(call, "backend")
+            value = keyword.value if keyword else (call.args[0] if call.args else None)
+            if isinstance(value, ast.Name) and value.id == name:
+                return True
+        return False
 
     @staticmethod
     def _backend(torch: str) -> str:

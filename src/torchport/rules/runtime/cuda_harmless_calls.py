@@ -1,4 +1,4 @@
-"""TP203: `torch.cuda.empty_cache()`, `manual_seed(_all)`, `ipc_collect()`: harmless, but CUDA-only."""
+"""TP203: `torch.cuda.empty_cache()`, `manual_seed(_all)`: harmless, but CUDA-only."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ __all__ = ["CudaHarmlessCalls"]
 class CudaHarmlessCalls(CallRule):
     """CUDA housekeeping calls that do nothing off CUDA.
 
-    **What it does**: finds `torch.cuda.empty_cache()`, `torch.cuda.manual_seed()`,
-    `torch.cuda.manual_seed_all()` and `torch.cuda.ipc_collect()`.
+    **What it does**: finds `torch.cuda.empty_cache()`, `torch.cuda.manual_seed()` and
+    `torch.cuda.manual_seed_all()`. (`torch.cuda.ipc_collect()` raises on a torch without CUDA:
+    TP202 reports and fixes it.)
 
     **Why it matters**: they run without error elsewhere, but do nothing: another accelerator's
     random generator stays unseeded (runs stop being reproducible) and its cache is never freed.
@@ -33,10 +34,8 @@ class CudaHarmlessCalls(CallRule):
     message = "CUDA housekeeping call does nothing on other devices"
     fix_title = "Use torch.manual_seed / torch.accelerator.empty_cache() instead"
     severity = Severity.INFO
-    triggers = (b"empty_cache", b"manual_seed", b"ipc_collect")
-    callees = frozenset(
-        {"torch.cuda.empty_cache", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.ipc_collect"}
-    )
+    triggers = (b"empty_cache", b"manual_seed")
+    callees = frozenset({"torch.cuda.empty_cache", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
     VALID = ("import torch\ntorch.manual_seed(0)\n",)
     INVALID = (
         "import torch\ntorch.cuda.manual_seed_all(0)\n",

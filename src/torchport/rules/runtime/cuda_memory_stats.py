@@ -1,26 +1,34 @@
-"""TP202: `torch.cuda.memory_allocated()` and the other memory statistics."""
+"""TP202: `torch.cuda.memory_allocated()` and the other memory statistics and housekeeping."""
 
 from __future__ import annotations
 
 import ast
 
-from torchport.rules.base import Example, FixSafety, Severity
+from torchport.fix.neutral import HELPERS
+from torchport.rules.base import Example, Fix, FixSafety, Severity
 from torchport.rules.context import PythonContext
 from torchport.rules.patterns import CallRule, guarded_by_availability, torch_fix
 
 __all__ = ["CudaMemoryStats"]
 
 _READERS = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+#: Peak resets: the deprecated aliases reset the same peaks as `reset_peak_memory_stats`.
+_RESETS = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached")
+#: CUDA-only calls with no torch.accelerator counterpart: made on CUDA only, with the value the
+#: program gets elsewhere.
+_CUDA_ONLY = {"memory_summary": '""', "ipc_collect": "None"}
 
 
 class CudaMemoryStats(CallRule):
-    """CUDA memory statistics read 0 on every other device.
+    """CUDA memory statistics read 0 on every other device, and the memory housekeeping raises.
 
     **What it does**: finds `torch.cuda.memory_allocated()`, `max_memory_allocated()`,
-    `memory_reserved()`, `max_memory_reserved()` and `reset_peak_memory_stats()`.
+    `memory_reserved()`, `max_memory_reserved()`, `reset_peak_memory_stats()` (and its older
+    names `reset_max_memory_allocated()` / `reset_max_memory_cached()`), `memory_summary()`,
+    `mem_get_info()` and `ipc_collect()`.
 
-    **Why it matters**: memory reports silently say 0 bytes on other accelerators, and
-    `reset_peak_memory_stats()` raises without CUDA.
+    **Why it matters**: memory reports silently say 0 bytes on other accelerators; the resets,
+    `memory_summary()`, `mem_get_info()` and `ipc_collect()` raise on a torch without CUDA.
 
     **Example**:
 
@@ -31,8 +39,12 @@ class CudaMemoryStats(CallRule):
 
     **Fix safety**: safe for calls without arguments: the readers become
     `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`, identical on CUDA and
-    still 0 on CPU; `reset_peak_memory_stats()` becomes the `torch.accelerator` one, made only when
-    there is an accelerator (it raises without one). Calls with a device argument are reported only.
+    still 0 on CPU; `reset_peak_memory_stats()` and its older names become the `torch.accelerator`
+    one, made only when there is an accelerator (it raises without one); `mem_get_info()` becomes
+    `torch.accelerator.get_memory_info()`, and the host's free and total memory without an
+    accelerator; `memory_summary()` and `ipc_collect()` (CUDA has them, torch.accelerator does not)
+    are made only when CUDA is available, giving `""` and `None` elsewhere. Calls with a device
+    argument are reported only.
     """
 
     code = "TP202"
@@ -42,8 +54,9 @@ class CudaMemoryStats(CallRule):
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.SAFE
-    triggers = (b"memory_allocated", b"memory_reserved", b"reset_peak_memory_stats")
-    callees = frozenset({*(f"torch.cuda.{name}" for name in _READERS), "torch.cuda.reset_peak_memory_stats"})
+    triggers = (b"memory_allocated", b"memory_reserved", b"reset_peak_memory_stats", b"reset_max_memory_",
+                b"memory_summary", b"mem_get_info", b"ipc_collect")
+    callees = frozenset(f"torch.cuda.{name}" for name in (*_READERS, *_RESETS, *_CUDA_ONLY, "mem_get_info"))
     VALID = ("import torch\npeak = torch.accelerator.max_memory_allocated()\n",)
     INVALID = (
         Example(
@@ -56,15 +69,50 @@ class CudaMemoryStats(CallRule):
             fixed="import torch\ntorch.accelerator.reset_peak_memory_stats() if torch.accelerator.is_available() else None\n",
         ),
         "import torch\nused = torch.cuda.memory_allocated(device)\n",
+        Example(
+            "import torch\ntorch.cuda.reset_max_memory_allocated()\n",
+            fixed="import torch\ntorch.accelerator.reset_peak_memory_stats() if torch.accelerator.is_available() else None\n",
+        ),
+        Example(
+            "import torch\nprint(torch.cuda.memory_summary())\n",
+            fixed='import torch\nprint(torch.cuda.memory_summary() if torch.cuda.is_available() else "")\n',
+        ),
+        Example(
+            "import torch\nfree, total = torch.cuda.mem_get_info()\n",
+            fixed="import torch\n\n\n" + HELPERS["_host_memory_info"].code + "\n\nfree, total = "
+            "torch.accelerator.get_memory_info() if torch.accelerator.is_available() else _host_memory_info()\n",
+        ),
+        Example(
+            "import torch\ntorch.cuda.ipc_collect()\n",
+            fixed="import torch\ntorch.cuda.ipc_collect() if torch.cuda.is_available() else None\n",
+        ),
     )
 
     def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
         short = name.rsplit(".", 1)[1]
         if guarded_by_availability(node, context):
-            return  # the fix's own form as written for torch < 2.6
+            return  # the fix's own form (or, for torch < 2.6, its CUDA spelling)
+        parent = context.parent()
+        # a whole statement, assigned value or argument needs no parentheses around the conditional
+        whole = isinstance(parent, (ast.Expr, ast.Assign)) or (
+            isinstance(parent, ast.Call) and any(argument is node for argument in parent.args)
+        )
         if node.args or node.keywords:
             context.report(self, node)
-        elif short == "reset_peak_memory_stats":
+        elif short in _CUDA_ONLY:
+            prefix, needs_import = context.torch_prefix()
+            template = f"{context.segment(node)} if {prefix}.cuda.is_available() else {_CUDA_ONLY[short]}"
+            fix = Fix(FixSafety.SAFE, replacement=template if whole else f"({template})",
+                      needs_torch_import=needs_import)
+            context.report(self, node, fix=fix)
+        elif short == "mem_get_info":
+            template = ("{torch}.accelerator.get_memory_info() if {torch}.accelerator.is_available() "
+                        "else _host_memory_info()")
+            prefix, needs_import = context.torch_prefix()
+            fix = Fix(FixSafety.SAFE, replacement=(template if whole else f"({template})").format(torch=prefix),
+                      needs_torch_import=needs_import, helper="_host_memory_info")
+            context.report(self, node, fix=fix)
+        elif short in _RESETS:
             template = "{torch}.accelerator.reset_peak_memory_stats() if {torch}.accelerator.is_available() else None"
             if not isinstance(context.parent(), ast.Expr):
                 template = f"({template})"
