@@ -8,8 +8,9 @@ full program did here) to the lines that tie it to CUDA, on tiny synthetic data,
 `torchport fix --unsafe-fixes --diff` (exits 1, writes nothing), run `torchport fix --unsafe-fixes`,
 then run the program with plain python (no torchport, no GPU visible).
 
-The cases that do not run after fix are kept in separate tests marked xfail(strict=True) with the
-exact failure: each turns into a failure (XPASS) when fix learns the idiom, so the mark must then go.
+Each case that once did not run after fix has its own test, and the single idioms behind those
+failures are kept as programs of their own in tests/fix/oss/idioms/ (IDIOMS says what each one did
+on this machine before fix learned it).
 """
 
 from __future__ import annotations
@@ -94,10 +95,6 @@ def test_ddp_tutorial_trains_under_torchrun_after_fix(tmp_path, capsys):
     assert result == {"resumed_from": 0, "steps": 8, "snapshot": True}, result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "map_location=f\"cuda:{gpu_id}\" becomes f\"{<accelerator type or 'cpu'>}:{gpu_id}\", i.e. 'cpu:0' on "
-    "a CPU-only machine, and torch.load raises RuntimeError: don't know how to restore data location of "
-    "torch.storage.UntypedStorage (tagged with cpu:0)"))
 def test_ddp_tutorial_resumes_from_its_snapshot_after_fix(tmp_path, capsys):
     import torch
 
@@ -108,38 +105,24 @@ def test_ddp_tutorial_resumes_from_its_snapshot_after_fix(tmp_path, capsys):
     assert result["resumed_from"] == 1 and result["steps"] == 8, result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "nanoGPT's DDP backend is a module-level config global (backend = 'nccl') passed later as "
-    "init_process_group(backend=backend): fix rewrites only a literal in the call or an argparse default, "
-    "so the fixed program raises RuntimeError: Distributed package doesn't have NCCL built in"))
 def test_nanogpt_ddp_initialises_its_process_group_after_fix(tmp_path, capsys):
     folder = _fixed_copy("nanogpt_train", tmp_path, capsys)
     assert _run([sys.executable, "ddp_backend.py"], folder, **_one_rank()) == {"world_size": 1, "all_reduce": 1.0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "torch.cuda.reset_max_memory_allocated() in the recipe's start_timer() is left as it is (and scan does "
-    "not report it); on a CPU-only torch it raises AttributeError: module 'torch._C' has no attribute "
-    "'_cuda_resetPeakMemoryStats'"))
 def test_amp_recipe_runs_after_fix(tmp_path, capsys):
     folder = _fixed_copy("amp_recipe", tmp_path, capsys)
     result = _run([sys.executable, "amp_recipe.py"], folder)
     assert result["last_loss"] < result["first_loss"], result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model.cuda(device_ids[0]) (an ordinal read from a list) is left as it is and scan reports nothing on it: "
-    "RuntimeError: Cannot access accelerator device when none is available; with that line moved by hand, "
-    "DDP(model, device_ids) (ids passed positionally) is left too: ValueError: DistributedDataParallel "
-    "device_ids and output_device arguments only work with single-device/multiple-device GPU modules or "
-    "CPU modules"))
 def test_ddp_example_steps_after_fix(tmp_path, capsys):
     folder = _fixed_copy("ddp_example", tmp_path, capsys)
     assert _run([sys.executable, "example.py"], folder, **_one_rank()) == {"world_size": 1, "loss_finite": True}
 
 
-#: Single CUDA idioms met in these projects (or in their close relatives) that do not run after fix,
-#: each with what the fixed program does on this machine.
+#: Single CUDA idioms met in these projects (or in their close relatives) that once did not run after
+#: fix, each with what the fixed program did on this machine then.
 IDIOMS = {
     "map_location_indexed_string": "f\"cuda:{gpu_id}\" becomes 'cpu:0': torch.load raises RuntimeError: "
     "don't know how to restore data location of torch.storage.UntypedStorage (tagged with cpu:0)",
@@ -199,26 +182,20 @@ def idiom_outcomes(tmp_path_factory):
     raise AssertionError(f"the idiom runner died: {completed.stderr[-3000:]}")
 
 
-@pytest.mark.parametrize("idiom", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)) for name, reason in IDIOMS.items()
-])
+@pytest.mark.parametrize("idiom", list(IDIOMS))
 def test_cuda_idiom_runs_after_fix(idiom, idiom_outcomes):
     result, error = idiom_outcomes[idiom]
     assert result == {"ran": True}, error
 
 
-#: The idioms above that crash on a CPU-only torch but that scan does not report at all, so a fixed
-#: project whose only remaining CUDA tie is one of them is called ready.
+#: The idioms above that crash on a CPU-only torch and that scan once did not report at all (a fixed
+#: project whose only remaining CUDA tie was one of them was called ready).
 UNREPORTED = ["reset_max_memory_allocated", "reset_max_memory_cached", "memory_summary", "mem_get_info",
               "legacy_tensor_type_constructor", "legacy_tensor_type_cast", "cuda_with_subscript_ordinal",
               "cuda_with_variable_ordinal"]
 
 
-@pytest.mark.parametrize("idiom", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="scan reports no finding for this CUDA-only "
-                                               "call, which fails on a CPU-only torch"))
-    for name in UNREPORTED
-])
+@pytest.mark.parametrize("idiom", UNREPORTED)
 def test_scan_reports_cuda_only_idiom(idiom, tmp_path, capsys):
     program = tmp_path / f"{idiom}.py"
     shutil.copy(OSS / "idioms" / f"{idiom}.py", program)

@@ -65,6 +65,7 @@ class PythonContext:
         self.stack: list[ast.AST] = []
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
+        self._whole: ast.Module | bool | None = None
         self._dispatch: dict[type, list["PythonRule"]] = {}
         for rule in rules:
             for node_type in rule.node_types:
@@ -120,6 +121,25 @@ class PythonContext:
         return (name, False) if name else ("torch", True)
 
     # -- structure ---------------------------------------------------------------------------
+    def whole(self, node: ast.AST) -> ast.AST | None:
+        """`node` as parsed from the whole file. The walk may see a tree parsed from the statements
+        that hold a trigger only (line numbers kept); a rule that follows a value through names
+        reads the statements that bind them here. None when the file does not parse."""
+        if self._whole is None:
+            try:
+                self._whole = ast.parse(self.source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._whole = False
+        if self._whole is False:
+            return None
+        if isinstance(node, ast.Module):
+            return self._whole
+        for item in ast.walk(self._whole):
+            if (type(item) is type(node) and getattr(item, "lineno", None) == node.lineno
+                    and item.col_offset == node.col_offset):
+                return item
+        return None
+
     def parent(self, depth: int = 1) -> ast.AST | None:
         """The ancestor `depth` levels up (1: the parent)."""
         return self.stack[-depth] if len(self.stack) >= depth else None

@@ -14,6 +14,55 @@ __all__ = ["IntegerDeviceOrdinal"]
 _ORDINAL_NAME = re.compile(r"(local_)?rank|gpu\d*|gpu_(id|index)|device_(id|index)|local_gpu", re.IGNORECASE)
 
 
+def _int_valued(node: ast.AST, context: PythonContext) -> bool:
+    """Whether `node` holds an int, following the value through its name: a name bound only to
+    ints (`dev = 0`, `gpu = int(...)`) in its function or module, or an item of a name bound to a
+    list of ints (`device_ids = [0]`, `list(range(a, b))`)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Name) and _bound_only_to(node.value.id, _int_list, context)
+    if isinstance(node, ast.Name):
+        return _bound_only_to(node.id, _int_expression, context)
+    return False
+
+
+def _int_expression(value: ast.AST) -> bool:
+    if isinstance(value, ast.Constant):
+        return type(value.value) is int
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in {"int", "len"}
+
+
+def _int_list(value: ast.AST) -> bool:
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return bool(value.elts) and all(_int_expression(item) for item in value.elts)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        if value.func.id == "range":
+            return True
+        return value.func.id in {"list", "tuple"} and len(value.args) == 1 and _int_list(value.args[0])
+    return False
+
+
+def _bound_only_to(name: str, kind, context: PythonContext) -> bool:
+    """Whether every binding of `name` in the innermost function (or the module) holding the node
+    being checked is an assignment of a value `kind` accepts (and there is one)."""
+    scope = next((item for item in reversed(context.stack)
+                  if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
+    if scope is None or isinstance(scope, ast.Lambda):
+        return False
+    scope = context.whole(scope)
+    if scope is None:
+        return False
+    if not isinstance(scope, ast.Module) and name in {argument.arg for argument in ast.walk(scope.args)
+                                                      if isinstance(argument, ast.arg)}:
+        return False
+    bindings = [item for item in ast.walk(scope) if isinstance(item, ast.Assign) and len(item.targets) == 1
+                and isinstance(item.targets[0], ast.Name) and item.targets[0].id == name]
+    stores = [item for item in ast.walk(scope) if isinstance(item, ast.Name) and item.id == name
+              and not isinstance(item.ctx, ast.Load)]
+    return bool(bindings) and len(stores) == len(bindings) and all(kind(item.value) for item in bindings)
+
+
 def _looks_like_ordinal(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, int) and not isinstance(node.value, bool)
@@ -41,9 +90,14 @@ class IntegerDeviceOrdinal(PythonRule):
 
     **Use instead**: `torch.device(torch.accelerator.current_accelerator().type, local_rank)`.
 
+    An argument that is neither is followed through its name: a name bound only to ints in its
+    function or module (`dev = 0`), an item of a list of ints (`device_ids[0]` after
+    `device_ids = list(range(a, b))`). `.cuda(value)` is reported whatever the value.
+
     **Fix safety**: unsafe. `x.to(rank)` and `x.cuda(rank)` become
     `x.to(torch.device(<best device type>, rank))`: CUDA device `rank` on a CUDA machine, the
-    local accelerator's device `rank` elsewhere, and the CPU without an accelerator.
+    local accelerator's device `rank` elsewhere, and the CPU without an accelerator. `.cuda(value)`
+    with a value of another kind becomes `.to(value if torch.accelerator.is_available() else "cpu")`.
     """
 
     code = "TP108"
@@ -54,7 +108,7 @@ class IntegerDeviceOrdinal(PythonRule):
     fix_safety = FixSafety.UNSAFE
     unsafe_reason = "the ordinal names a device of the local accelerator, or the CPU, instead of a CUDA device"
     triggers = (b".cuda(", b"rank)", b"gpu)", b"gpu_id)", b"gpu_index)", b"device_id)", b"device_index)", b".to(0")
-    trigger_patterns = (rb"device\s*=\s*\d",)
+    trigger_patterns = (rb"device\s*=\s*\d", rb"\.to\(\w+\[")
     node_types = (ast.Call,)
     VALID = (
         "x = x.to(device)\n",
@@ -69,6 +123,17 @@ class IntegerDeviceOrdinal(PythonRule):
             'torch.accelerator.is_available() else "cpu", local_rank))\n',
         ),
         "x = x.cuda(args.gpu)\n",
+        Example(
+            "import torch\ndef f(model, local_rank, n):\n    device_ids = list(range(local_rank * n, (local_rank + 1) * n))\n"
+            "    return model.to(device_ids[0])\n",
+            fixed="import torch\ndef f(model, local_rank, n):\n    device_ids = list(range(local_rank * n, (local_rank + 1) * n))\n"
+            "    return model.to(torch.device(torch.accelerator.current_accelerator().type if "
+            'torch.accelerator.is_available() else "cpu", device_ids[0]))\n',
+        ),
+        Example(
+            "import torch\nmodel = model.cuda(device)\n",
+            fixed="import torch\nmodel = model.to(device if torch.accelerator.is_available() else \"cpu\")\n",
+        ),
         "t = t.to(0)\n",
         Example(
             "import torch\ng = torch.zeros(2, device=0)\n",
@@ -88,9 +153,11 @@ class IntegerDeviceOrdinal(PythonRule):
         function = node.func
         if not isinstance(function, ast.Attribute) or function.attr not in {"to", "cuda"}:
             return
-        if not node.args or not _looks_like_ordinal(node.args[0]):
+        if not node.args or context.qualified_name(function) is not None:
             return
-        if context.qualified_name(function) is not None:
+        if not (_looks_like_ordinal(node.args[0]) or _int_valued(node.args[0], context)):
+            if function.attr == "cuda":
+                self._any_device(node, context)
             return
         prefix, needs_import = context.torch_prefix()
         ordinal = f"{prefix}.device({neutral.device_type(prefix, bare=True)}, {context.segment(node.args[0])})"
@@ -98,4 +165,20 @@ class IntegerDeviceOrdinal(PythonRule):
             ordinal = f"device={ordinal}"  # a storage's .to() takes the device by keyword only
         rest = [context.segment(item) for item in [*node.args[1:], *node.keywords]]
         replacement = f"{context.segment(function.value)}.to({', '.join([ordinal, *rest])})"
+        context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import))
+
+    def _any_device(self, node: ast.Call, context: PythonContext) -> None:
+        """`.cuda(value)` with a value of any kind (an ordinal, a device): `.to(value)` where there
+        is an accelerator (an int names one of its devices there), the CPU elsewhere."""
+        function = node.func
+        argument = node.args[0]
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            context.report(self, node)  # 'cuda:N' itself is TP101's
+            return
+        prefix, needs_import = context.torch_prefix()
+        device = neutral.when_available(prefix, context.segment(argument), '"cpu"', bare=True)
+        if any(isinstance(item, ast.Lambda) for item in context.stack):
+            device = f"device={device}"
+        rest = [context.segment(item) for item in [*node.args[1:], *node.keywords]]
+        replacement = f"{context.segment(function.value)}.to({', '.join([device, *rest])})"
         context.report(self, node, fix=Fix(FixSafety.UNSAFE, replacement=replacement, needs_torch_import=needs_import))
