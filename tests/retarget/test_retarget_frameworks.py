@@ -18,6 +18,11 @@ from torchport.retarget.report import Recorder
 from torchport.retarget.state import Retarget
 
 
+def _decisions(report: dict) -> dict:
+    """The report's decisions of any kind, by topic."""
+    return {entry["topic"]: entry["decision"] for entry in report["decisions"]}
+
+
 def _installed(*names: str) -> bool:
     return all(importlib.util.find_spec(name) is not None for name in names)
 
@@ -46,14 +51,17 @@ def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_r
     report = retarget.recorder.to_dict()
     steered = {entry["api"] for entry in report["redirected"] if entry["site"] == "<environment>:0"}
     assert steered == {"Accelerate device: ACCELERATE_USE_CPU=true", "Lightning accelerator: PL_TRAINER_ACCELERATOR=cpu"}
-    assert "ACCELERATE_USE_CPU=true" in report["precision_decisions"]["device of Accelerate / transformers Trainer"]
+    assert "ACCELERATE_USE_CPU=true" in _decisions(report)["device of Accelerate / transformers Trainer"]
+    summary = retarget.recorder.summary()
+    assert "  device: device of Accelerate / transformers Trainer: " in summary, summary
+    assert "precision" not in summary.split("device of Accelerate")[0].splitlines()[-1], summary
 
 
 def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_cannot():
     retarget, environ = _retarget("neuron-emulated"), {}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "lightning"))
     assert environ == {"ACCELERATE_TORCH_DEVICE": str(retarget.device())}
-    decisions = retarget.recorder.to_dict()["precision_decisions"]
+    decisions = _decisions(retarget.recorder.to_dict())
     assert "no accelerator of its own for neuron-emulated" in decisions["device of PyTorch Lightning"]
 
 
@@ -61,7 +69,7 @@ def test_a_setting_the_user_made_is_kept_and_named():
     retarget, environ = _retarget("cpu"), {"ACCELERATE_USE_CPU": "false"}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate"))
     assert environ == {"ACCELERATE_USE_CPU": "false"}
-    decision = retarget.recorder.to_dict()["precision_decisions"]["device of Accelerate / transformers Trainer"]
+    decision = _decisions(retarget.recorder.to_dict())["device of Accelerate / transformers Trainer"]
     assert "kept the user's ACCELERATE_USE_CPU='false'" in decision
 
 

@@ -86,7 +86,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     state.set_current(retarget)
     runtime.bind(retarget)
     for note in backend.on_activate():
-        retarget.decide(f"{backend.name} setup", note)
+        retarget.decide(f"{backend.name} setup", note, kind="device")
     frameworks.steer(retarget)
     facades = proxy.Facades()
     proxy._facades = facades

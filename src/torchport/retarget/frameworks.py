@@ -73,7 +73,7 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     if any(installed(package) for package in _LIGHTNING_PACKAGES):
         notes.append(("PyTorch Lightning", _steer_lightning(retarget, names, environ)))
     for topic, note in notes:
-        retarget.decide(f"device of {topic}", note)
+        retarget.decide(f"device of {topic}", note, kind="device")
     return [note for _, note in notes]
 
 
@@ -180,6 +180,7 @@ def lightning_keywords(kwargs: dict, site: int, function=None) -> None:
             retarget.decide(
                 f"accelerator={value!r} in PyTorch Lightning",
                 f"accelerator={value!r} kept: PyTorch Lightning has no accelerator for {retarget.backend.name}",
+                kind="device",
             )
             return
         runtime.HITS[site] += 1

@@ -43,6 +43,7 @@ class Recorder:
     precision: str = "auto"
     counts: Counter = field(default_factory=Counter)
     decisions: dict[str, str] = field(default_factory=dict)
+    decision_kinds: dict[str, str] = field(default_factory=dict)
     messages: dict[tuple[str, Site], str] = field(default_factory=dict)
     #: Rewritten call sites and their hit counts, kept as two parallel lists by the runtime so a
     #: hit costs one list increment; merged into `counts` when the report is made.
@@ -60,9 +61,13 @@ class Recorder:
         if message and key not in self.messages:
             self.messages[key] = message
 
-    def decide(self, topic: str, decision: str) -> None:
-        """Record a precision (or other policy) decision once per topic."""
-        self.decisions.setdefault(topic, decision)
+    def decide(self, topic: str, decision: str, kind: str = "precision") -> None:
+        """Record a decision once per topic. `kind` says what it is about: "precision" (the precision
+        policy), "device" (a backend's or a library's device setup), "adapted" (a CUDA-only request
+        adapted from a profile fact)."""
+        if topic not in self.decisions:
+            self.decisions[topic] = decision
+            self.decision_kinds[topic] = kind
 
     # -- output ------------------------------------------------------------------------------
     def all_counts(self) -> Counter:
@@ -99,7 +104,10 @@ class Recorder:
             "redirected": events[REDIRECTED],
             "noops": events[NOOP],
             "unsupported": events[UNSUPPORTED],
-            "precision_decisions": self.decisions,
+            "precision_decisions": {topic: decision for topic, decision in self.decisions.items()
+                                    if self.decision_kinds.get(topic) == "precision"},
+            "decisions": [{"kind": self.decision_kinds.get(topic, "precision"), "topic": topic, "decision": decision}
+                          for topic, decision in self.decisions.items()],
             "scope": [{"root": root, "why": why} for root, why in self.scope.items()],
             "not_in_scope": list(self.not_in_scope),
             **({} if self.compiled_models is None else
@@ -131,8 +139,9 @@ class Recorder:
         ]
         for entry in data["unsupported"][:5]:
             lines.append(f"  unsupported: {entry['api']} at {entry['site']}: {entry.get('message', '')}")
-        for topic, decision in data["precision_decisions"].items():
-            lines.append(f"  precision ({self.precision}): {topic}: {decision}")
+        for entry in data["decisions"]:
+            label = f"precision ({self.precision})" if entry["kind"] == "precision" else entry["kind"]
+            lines.append(f"  {label}: {entry['topic']}: {entry['decision']}")
         lines += self._compile_lines()
         # Paths, API names, messages and model names come from the application: one inert line each.
         return "\n".join(terminal_safe(line) for line in lines)

@@ -315,7 +315,8 @@ def fused_flag(site: int, value):
         return value
     HITS[site] += 1
     _rt.decide("fused optimizers", f"fused=True turned off: {_rt.backend.name} has no fused optimizer "
-                                   "kernels (its profile says so); the default implementation runs")
+                                   "kernels (its profile says so); the default implementation runs",
+               kind="adapted")
     return False
 
 
