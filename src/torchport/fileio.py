@@ -7,7 +7,16 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """$TORCHPORT_CACHE_DIR, else $XDG_CACHE_HOME/torchport, else ~/.cache/torchport."""
+    explicit = os.environ.get("TORCHPORT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torchport"
 
 
 def atomic_write(path: str | os.PathLike, content: str | bytes) -> None:

@@ -62,7 +62,7 @@ def _cache_file() -> str:
             if name.endswith(".py"):
                 status = os.stat(os.path.join(folder, name))
                 digest.update(f"{folder}/{name}:{status.st_size}:{status.st_mtime_ns};".encode())
-    from torchport.scan.runner import default_cache_dir
+    from torchport.fileio import default_cache_dir
 
     return os.path.join(default_cache_dir(), "retarget", f"cuda-only-{digest.hexdigest()[:16]}.json")
 

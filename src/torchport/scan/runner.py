@@ -18,6 +18,7 @@ from pathlib import Path
 
 from torchport import __version__
 from torchport.display import excerpt
+from torchport.fileio import default_cache_dir
 from torchport.rules.base import Finding
 from torchport.rules.engine import FileResult, analyze
 from torchport.rules.registry import all_rules
@@ -42,15 +43,6 @@ class ScanResult:
     files: int = 0
     lines: int = 0
     cached_files: int = 0
-
-
-def default_cache_dir() -> Path:
-    """$TORCHPORT_CACHE_DIR, else $XDG_CACHE_HOME/torchport, else ~/.cache/torchport."""
-    explicit = os.environ.get("TORCHPORT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "torchport"
 
 
 @lru_cache(maxsize=1)
