@@ -166,26 +166,84 @@ print("OUTCOMES " + json.dumps(outcomes))
 """
 
 
-@pytest.fixture(scope="module")
-def idiom_outcomes(tmp_path_factory):
-    """Every idiom program fixed in one folder, then each run (one interpreter for all of them)."""
-    folder = tmp_path_factory.mktemp("idioms")
+def _fixed_idioms(folder: Path, capsys, torch_pin: str | None = None) -> dict:
+    """Every idiom program fixed in `folder` (for a project pinning `torch_pin`, when given), then a
+    second `fix --diff` (exit code, planned changes) and each program run (one interpreter for all)."""
     for name in IDIOMS:
         shutil.copy(OSS / "idioms" / f"{name}.py", folder)
+    if torch_pin:
+        (folder / "requirements.txt").write_text(f"torch{torch_pin}\n")
     assert main(["fix", str(folder), "--unsafe-fixes", "--exit-zero"]) == 0
+    capsys.readouterr()
+    again = main(["fix", str(folder), "--unsafe-fixes", "--diff"])
     programs = [str(folder / f"{name}.py") for name in IDIOMS]
+    texts = {name: (folder / f"{name}.py").read_text() for name in IDIOMS}
     completed = subprocess.run([sys.executable, "-c", _BATCH, *programs], cwd=folder, env=_environment(),
                                capture_output=True, text=True, timeout=240)
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith("OUTCOMES "):
-            return json.loads(line[len("OUTCOMES "):])
+            return {"outcomes": json.loads(line[len("OUTCOMES "):]), "again": again,
+                    "again_output": capsys.readouterr().out, "texts": texts}
     raise AssertionError(f"the idiom runner died: {completed.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def idiom_outcomes(tmp_path_factory):
+    with _Capture() as capsys:
+        return _fixed_idioms(tmp_path_factory.mktemp("idioms"), capsys)
+
+
+@pytest.fixture(scope="module")
+def legacy_idiom_outcomes(tmp_path_factory):
+    with _Capture() as capsys:
+        return _fixed_idioms(tmp_path_factory.mktemp("idioms-torch24"), capsys, torch_pin="==2.4.1")
+
+
+class _Capture:
+    """capsys for a module-scoped fixture: stdout and stderr of `main`, read and cleared on demand."""
+
+    def __enter__(self):
+        import contextlib
+        import io
+
+        self._stack = contextlib.ExitStack()
+        self._out = io.StringIO()
+        self._stack.enter_context(contextlib.redirect_stdout(self._out))
+        self._stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        return self
+
+    def readouterr(self):
+        out = self._out.getvalue()
+        self._out.seek(0)
+        self._out.truncate()
+        return type("Captured", (), {"out": out})()
+
+    def __exit__(self, *exc):
+        self._stack.close()
+        return False
 
 
 @pytest.mark.parametrize("idiom", list(IDIOMS))
 def test_cuda_idiom_runs_after_fix(idiom, idiom_outcomes):
-    result, error = idiom_outcomes[idiom]
+    result, error = idiom_outcomes["outcomes"][idiom]
     assert result == {"ran": True}, error
+
+
+def test_fixed_idioms_leave_nothing_to_fix(idiom_outcomes):
+    """A second fix finds nothing to change and nothing left for a person (`--diff` exits 0)."""
+    assert idiom_outcomes["again"] == 0, idiom_outcomes["again_output"]
+
+
+@pytest.mark.parametrize("idiom", list(IDIOMS))
+def test_cuda_idiom_runs_after_fix_for_torch_before_2_6(idiom, legacy_idiom_outcomes):
+    """A project pinning torch 2.4 gets code without torch.accelerator, which runs here too."""
+    assert "torch.accelerator" not in legacy_idiom_outcomes["texts"][idiom]
+    result, error = legacy_idiom_outcomes["outcomes"][idiom]
+    assert result == {"ran": True}, error
+
+
+def test_fixed_idioms_for_torch_before_2_6_leave_nothing_to_fix(legacy_idiom_outcomes):
+    assert legacy_idiom_outcomes["again"] == 0, legacy_idiom_outcomes["again_output"]
 
 
 #: The idioms above that crash on a CPU-only torch and that scan once did not report at all (a fixed

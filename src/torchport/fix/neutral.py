@@ -254,8 +254,8 @@ HELPERS: dict[str, Helper] = {
         Helper(
             "_host_memory_info",
             '''def _host_memory_info():
-    """(free, total) bytes of the host's memory: torch.accelerator.get_memory_info()'s counterpart
-    where there is no accelerator."""
+    """(free, total) bytes of the host's memory, for a machine without an accelerator (where
+    there is one, the fixed code asks it for its own)."""
     import os
 
     if not hasattr(os, "sysconf"):
