@@ -13,7 +13,7 @@ class CudaHarmlessCalls(CallRule):
 
     **What it does**: finds `torch.cuda.empty_cache()`, `torch.cuda.manual_seed()` and
     `torch.cuda.manual_seed_all()`. (`torch.cuda.ipc_collect()` raises on a torch without CUDA:
-    TP202 reports and fixes it.)
+    TP219 reports and fixes it.)
 
     **Why it matters**: they run without error elsewhere, but do nothing: another accelerator's
     random generator stays unseeded (runs stop being reproducible) and its cache is never freed.

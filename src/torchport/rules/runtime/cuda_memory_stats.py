@@ -1,10 +1,9 @@
-"""TP202: `torch.cuda.memory_allocated()` and the other memory statistics and housekeeping."""
+"""TP202: `torch.cuda.memory_allocated()` and the other memory statistics."""
 
 from __future__ import annotations
 
 import ast
 
-from torchport.fix.neutral import HELPERS
 from torchport.rules.base import Example, Fix, FixSafety, Severity
 from torchport.rules.context import PythonContext
 from torchport.rules.patterns import CallRule, guarded_by_availability, torch_fix
@@ -12,6 +11,8 @@ from torchport.rules.patterns import CallRule, guarded_by_availability, torch_fi
 __all__ = ["CudaMemoryStats"]
 
 _READERS = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+# The housekeeping below raises without CUDA; TP219 (cuda_memory_housekeeping) reports it, and this
+# rule's report_call fixes both.
 #: Peak resets: the deprecated aliases reset the same peaks as `reset_peak_memory_stats`.
 _RESETS = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached")
 #: CUDA-only calls with no torch.accelerator counterpart: made on CUDA only, with the value the
@@ -20,15 +21,12 @@ _CUDA_ONLY = {"memory_summary": '""', "ipc_collect": "None"}
 
 
 class CudaMemoryStats(CallRule):
-    """CUDA memory statistics read 0 on every other device, and the memory housekeeping raises.
+    """CUDA memory statistics read 0 on every other device.
 
     **What it does**: finds `torch.cuda.memory_allocated()`, `max_memory_allocated()`,
-    `memory_reserved()`, `max_memory_reserved()`, `reset_peak_memory_stats()` (and its older
-    names `reset_max_memory_allocated()` / `reset_max_memory_cached()`), `memory_summary()`,
-    `mem_get_info()` and `ipc_collect()`.
+    `memory_reserved()` and `max_memory_reserved()`.
 
-    **Why it matters**: memory reports silently say 0 bytes on other accelerators; the resets,
-    `memory_summary()`, `mem_get_info()` and `ipc_collect()` raise on a torch without CUDA.
+    **Why it matters**: memory reports silently say 0 bytes on other accelerators.
 
     **Example**:
 
@@ -39,24 +37,19 @@ class CudaMemoryStats(CallRule):
 
     **Fix safety**: safe for calls without arguments: the readers become
     `(torch.accelerator.X() if torch.accelerator.is_available() else 0)`, identical on CUDA and
-    still 0 on CPU; `reset_peak_memory_stats()` and its older names become the `torch.accelerator`
-    one, made only when there is an accelerator (it raises without one); `mem_get_info()` becomes
-    `torch.accelerator.get_memory_info()`, and the host's free and total memory without an
-    accelerator; `memory_summary()` and `ipc_collect()` (CUDA has them, torch.accelerator does not)
-    are made only when CUDA is available, giving `""` and `None` elsewhere. Calls with a device
-    argument are reported only.
+    still 0 on CPU. Calls with a device argument are reported only. The memory housekeeping that
+    raises without CUDA (`reset_peak_memory_stats()`, `mem_get_info()`, ...) is TP219's.
     """
 
     code = "TP202"
     name = "cuda-memory-stats"
-    message = "CUDA memory statistics are 0 (or raise) on other devices"
+    message = "CUDA memory statistics are 0 on other devices"
     fix_title = "Use torch.accelerator memory statistics, guarded by torch.accelerator.is_available()"
     severity = Severity.WARNING
     target_severity = Severity.per_fact("accelerator", {False: Severity.INFO})
     fix_safety = FixSafety.SAFE
-    triggers = (b"memory_allocated", b"memory_reserved", b"reset_peak_memory_stats", b"reset_max_memory_",
-                b"memory_summary", b"mem_get_info", b"ipc_collect")
-    callees = frozenset(f"torch.cuda.{name}" for name in (*_READERS, *_RESETS, *_CUDA_ONLY, "mem_get_info"))
+    triggers = (b"memory_allocated", b"memory_reserved")
+    callees = frozenset(f"torch.cuda.{name}" for name in _READERS)
     VALID = ("import torch\npeak = torch.accelerator.max_memory_allocated()\n",)
     INVALID = (
         Example(
@@ -64,28 +57,7 @@ class CudaMemoryStats(CallRule):
             fixed="import torch\npeak = (torch.accelerator.max_memory_allocated() if "
             "torch.accelerator.is_available() else 0) / 2**30\n",
         ),
-        Example(
-            "import torch\ntorch.cuda.reset_peak_memory_stats()\n",
-            fixed="import torch\ntorch.accelerator.reset_peak_memory_stats() if torch.accelerator.is_available() else None\n",
-        ),
         "import torch\nused = torch.cuda.memory_allocated(device)\n",
-        Example(
-            "import torch\ntorch.cuda.reset_max_memory_allocated()\n",
-            fixed="import torch\ntorch.accelerator.reset_peak_memory_stats() if torch.accelerator.is_available() else None\n",
-        ),
-        Example(
-            "import torch\nprint(torch.cuda.memory_summary())\n",
-            fixed='import torch\nprint(torch.cuda.memory_summary() if torch.cuda.is_available() else "")\n',
-        ),
-        Example(
-            "import torch\nfree, total = torch.cuda.mem_get_info()\n",
-            fixed="import torch\n\n\n" + HELPERS["_host_memory_info"].code + "\n\nfree, total = "
-            "torch.accelerator.get_memory_info() if torch.accelerator.is_available() else _host_memory_info()\n",
-        ),
-        Example(
-            "import torch\ntorch.cuda.ipc_collect()\n",
-            fixed="import torch\ntorch.cuda.ipc_collect() if torch.cuda.is_available() else None\n",
-        ),
     )
 
     def report_call(self, node: ast.Call, name: str, context: PythonContext) -> None:
