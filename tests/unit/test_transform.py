@@ -119,3 +119,13 @@ def test_the_callee_decides_by_its_distribution():
     assert not destination.leaves_application(print)
     if importlib.util.find_spec("transformers") is not None:
         assert destination.depends_on_torch("transformers")  # through its `torch` extra
+
+
+def test_torch_functions_the_emulated_device_wraps_still_leave_the_application():
+    from torchport.retarget import destination
+
+    backends.get("neuron-emulated").device()  # installs the emulated device (and its pinned-memory factories)
+    destination.forget()
+    assert destination.module_of(torch.ones(1).new_zeros) == "torch"
+    assert destination.leaves_application(torch.ones(1).new_zeros)
+    assert destination.leaves_application(torch.zeros)

@@ -119,6 +119,9 @@ def _method(name: str, original):
         kwargs["pin_memory"] = False
         return _pinned_result(original(self, *args, **kwargs), what)
 
+    # A method descriptor has no module of its own: the wrapper is torch's, as the method it replaces
+    # (callers that decide by module, such as retargeting, see a torch method).
+    method.__module__ = torch.Tensor.__module__
     return method
 
 
