@@ -215,7 +215,7 @@ def _merge(base: dict, override: dict) -> dict:
 
 def _read(path: Path) -> dict:
     try:
-        document = yaml.safe_load(path.read_text())
+        document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, yaml.YAMLError) as error:
         raise ProfileError(f"Cannot read profile {str(path)!r}: {error}. Fix the file or pass another target.") from error
     if not isinstance(document, dict):

@@ -4,7 +4,7 @@ The transformers `Trainer`, HF Accelerate's `Accelerator` and PyTorch Lightning'
 the device inside library code, which sees the real torch (not the application's facade). They are
 not patched: at activation torchport sets the settings these libraries document, from the target
 profile's `frameworks` facts (the target's own name in each library), and the run report says what
-was steered (redirected entries at `<environment>:0`) or why a library cannot use the target.
+was steered (decisions of kind `device`) or why a library cannot use the target.
 
 - Accelerate (and the transformers Trainer, which places the model through Accelerate's
   `PartialState`): on the CPU, `ACCELERATE_USE_CPU=true` (honoured by Accelerate and by
@@ -31,13 +31,8 @@ from __future__ import annotations
 import os
 
 from torchport.backends.base import package_installed
-from torchport.retarget.report import Site
+__all__ = ["steer", "framework_names", "framework_keywords", "lightning_keywords", "training_arguments_keywords"]
 
-__all__ = ["steer", "framework_names", "framework_keywords", "lightning_keywords", "training_arguments_keywords",
-           "ENVIRONMENT"]
-
-#: The filename of report sites for settings made in the environment (not at a line of the program).
-ENVIRONMENT = "<environment>"
 _TRUE = ("1", "true", "yes", "on")
 _LIGHTNING_CUDA_NAMES = ("gpu", "cuda")
 _LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning", "lightning_fabric")
@@ -78,12 +73,12 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
 
 
 def _set(retarget, environ, variable: str, value: str, api: str) -> str:
-    """Set `variable` unless the user set it; record the setting as redirected."""
+    """Set `variable` unless the user set it. The setting is a decision of the run (steer records it),
+    not a CUDA usage of the application: it is set whether or not the application uses the library."""
     given = environ.get(variable)
     if given is not None and given != value:
         return f"kept the user's {variable}={given!r} (torchport would set {value!r})"
     environ[variable] = value
-    retarget.redirected(api, Site(ENVIRONMENT, 0, f"{api}: {variable}={value}"))
     return f"{variable}={value}"
 
 

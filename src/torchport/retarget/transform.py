@@ -61,6 +61,10 @@ REWRITTEN_KEYWORDS = {
     "device_map": "device_map",
     "pin_memory": "pin_flag",
     "fused": "fused_flag",
+    # frameworks choosing the device or precision themselves: runtime.call -> frameworks.framework_keywords
+    "accelerator": "call",
+    "fp16": "call",
+    "bf16": "call",
 }
 #: attributes read through a helper.
 REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda"}
@@ -284,9 +288,9 @@ def _replace_marks(code: types.CodeType, ids: list[int]) -> types.CodeType:
 
 def cache_folder() -> str:
     """Where rewritten code is cached: `<torchport cache>/retarget/code`."""
-    base = os.environ.get("TORCHPORT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "torchport")
-    return os.path.join(base, "retarget", "code")
+    from torchport.fileio import default_cache_dir
+
+    return os.path.join(default_cache_dir(), "retarget", "code")
 
 
 _rewriter_fingerprint: bytes | None = None
