@@ -19,25 +19,31 @@ from torchport.errors import TorchportError
 __all__ = ["main", "entry", "build_parser"]
 
 
-def _subcommand_modules():
+def _subcommand_modules(only: str | None = None):
+    """Every subcommand module; only `only`'s when it names one (`torchport run` imports run alone)."""
     import torchport.cli as package
 
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda item: item.name):
         if info.name in {"main", "common"} or info.name.startswith("_"):
+            continue
+        if only is not None and info.name != only:
             continue
         module = importlib.import_module(f"torchport.cli.{info.name}")
         if all(hasattr(module, attribute) for attribute in ("NAME", "HELP", "add_arguments", "run")):
             yield module
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchport",
         description="Run PyTorch code written for CUDA on any backend, and prove it still works.",
     )
     parser.add_argument("--version", action="version", version=f"torchport {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _subcommand_modules():
+    modules = list(_subcommand_modules(only))
+    if only is not None and not modules:
+        modules = list(_subcommand_modules())  # not a subcommand: the full parser says so
+    for module in modules:
         subparser = subparsers.add_parser(
             module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP)
         )
@@ -47,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
