@@ -285,6 +285,17 @@ def test_a_postprocess_that_rejects_the_primarys_outputs_fails_over_to_the_fallb
         assert 'torchport_serve_failovers_total{cause="bad_output"} 1.0' in exposition(deployment)
 
 
+def test_a_postprocess_that_keeps_rejecting_the_primarys_outputs_opens_the_breaker():
+    with Deployment(lambda: {"model": TupleOnPrimary(), "postprocess": tensor_only}, primary=PRIMARY,
+                    fallback="cpu", failure_threshold=3, reset_after_s=60) as deployment:
+        for request in range(3):
+            assert deployment.breaker.state == CLOSED, request
+            assert deployment.predict({"inputs": sample(1)}).failover == "bad_output"
+        assert deployment.breaker.state == OPEN
+        answer = deployment.predict({"inputs": sample(1)})
+        assert (answer.role, answer.routed) == ("fallback", "breaker_open")
+
+
 def test_a_postprocess_that_raises_on_every_device_is_a_500_counted_and_not_charged_to_the_primary():
     def broken(outputs):
         raise KeyError("label_map")
@@ -298,3 +309,24 @@ def test_a_postprocess_that_raises_on_every_device_is_a_500_counted_and_not_char
         text = exposition(deployment)
         assert 'torchport_serve_rejected_total{reason="postprocess_error"} 1.0' in text
         assert "torchport_serve_failovers_total{" not in text
+
+
+class SparseNaNOnPrimary(torch.nn.Module):
+    """Answers with a sparse tensor; on the primary one stored value is NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        dense = self.model(inputs)
+        if on_primary(inputs):
+            dense = dense.clone()
+            dense[0, 0] = float("nan")
+        return dense.cpu().to_sparse()  # the emulated device has no sparse layout: built on the host
+
+
+def test_a_sparse_output_with_nan_on_the_primary_fails_over_as_nonfinite():
+    with Deployment(lambda: SparseNaNOnPrimary(), primary=PRIMARY, fallback="cpu") as deployment:
+        answer = deployment.infer(torch.tensor(sample(1)))
+        assert (answer.role, answer.failover) == ("fallback", "nonfinite")

@@ -109,7 +109,12 @@ class Handoff:
                            "past their timeout)")
             self._workers += 1
             index = self._workers
-        return _Worker(self, f"{self.name}-{index}")
+        try:
+            return _Worker(self, f"{self.name}-{index}")
+        except BaseException:  # the thread could not start: its slot is free again
+            with self._lock:
+                self._workers -= 1
+            raise
 
     def _serve(self, worker: _Worker) -> None:
         while True:

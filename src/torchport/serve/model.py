@@ -136,6 +136,7 @@ def all_finite(value: Any) -> bool:
         if tensor.is_floating_point() or tensor.is_complex():
             if tensor.numel() == 0:
                 continue
+            tensor = _strided(tensor)
             if (tensor.device.type == "cpu" and tensor.dtype in _numpy_checked() and not tensor.requires_grad
                     and not tensor.is_conj() and not tensor.is_neg()):
                 import numpy
@@ -150,12 +151,19 @@ def all_finite(value: Any) -> bool:
     return total is None or not math.isnan(total.item())
 
 
+def _strided(tensor):
+    """A sparse (or other non-strided) tensor as the dense values it stands for."""
+    import torch
+
+    return tensor if tensor.layout == torch.strided else tensor.to_dense()
+
+
 def nonfinite_count(value: Any) -> int:
     """How many floating-point elements of the tensors inside `value` are NaN or infinite."""
     import torch
 
     count = 0
-    for tensor in _tensors(value):
+    for tensor in map(_strided, _tensors(value)):
         if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
             count += int(tensor.numel() - torch.isfinite(tensor).sum())
     return count

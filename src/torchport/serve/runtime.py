@@ -463,6 +463,10 @@ class Deployment:
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
+        if answer.role == PRIMARY:
+            # counted only once the primary's answer is the response (its postprocess passed too), so
+            # a postprocess that keeps rejecting the primary's outputs opens the breaker
+            self.breaker.record_success()
         answer.latency_s = time.perf_counter() - started
         outcome = "failover" if answer.failover else "ok"
         self.metrics.answered(answer.role, answer.device, outcome, answer.latency_s)
@@ -506,7 +510,6 @@ class Deployment:
         except _DeviceFailure as failure:
             outputs = self._fail_over(failure, inputs)
             return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
-        self.breaker.record_success()
         return Answer(outputs, PRIMARY, self.primary.name)
 
     def _call_primary(self, inputs: Any) -> Any:
