@@ -1,5 +1,6 @@
 """Fixes that need more than a renamed call: helpers written into the module, and the forms written
-for a torch older than 2.6. Each fixed snippet is executed here (CPU only, no torchport)."""
+for an older torch (below 2.6, and 2.7, which lacks some torch.accelerator functions). Each fixed
+snippet is executed here (CPU only, no torchport)."""
 
 from __future__ import annotations
 
@@ -66,17 +67,19 @@ def _run(source: str) -> str:
     return output.getvalue()
 
 
-@pytest.mark.parametrize("legacy", [False, True], ids=["torch>=2.6", "torch<2.6"])
+@pytest.mark.parametrize("floor", [None, (2, 7), (2, 5)], ids=["current torch", "torch 2.7", "torch<2.6"])
 @pytest.mark.parametrize("name", sorted(SNIPPETS))
-def test_fixed_snippet_runs_without_cuda_and_fixing_again_changes_nothing(name, legacy):
+def test_fixed_snippet_runs_without_cuda_and_fixing_again_changes_nothing(name, floor):
     assert not torch.cuda.is_available()
-    result = fix_source(SNIPPETS[name], f"{name}.py", CODES, unsafe=True, legacy=legacy)
+    result = fix_source(SNIPPETS[name], f"{name}.py", CODES, unsafe=True, floor=floor)
     assert result.error is None and result.changed
     fixable = [f"{item.code}:{item.line}" for item in result.remaining if item.fix is not None]
     assert not fixable, f"fix left fixable findings: {fixable}\n{result.fixed}"
-    if legacy:
+    if floor == (2, 5):
         assert "torch.accelerator" not in result.fixed, result.fixed
-    again = fix_source(result.fixed, f"{name}.py", CODES, unsafe=True, legacy=legacy)
+    if floor == (2, 7):  # torch 2.7 has neither the device_index context nor the memory functions
+        assert "accelerator.device_index" not in result.fixed and "accelerator.max_memory" not in result.fixed
+    again = fix_source(result.fixed, f"{name}.py", CODES, unsafe=True, floor=floor)
     assert again.fixed == result.fixed
     with pytest.warns(UserWarning, match="needs a GPU") if name == "assert and nvtx" else contextlib.nullcontext():
         assert _run(result.fixed).strip()

@@ -15,11 +15,12 @@ NAME = "fix"
 HELP = "rewrite CUDA-only code toward torch.accelerator / torch.amp (safe fixes by default)"
 DESCRIPTION = (
     "Apply the rules' fixes with libcst, keeping formatting and comments. Only safe fixes unless "
-    "--unsafe-fixes. Fixes follow the torch the project declares (requirements or pyproject): below "
-    "2.6 they avoid torch.accelerator. Files changed on disk while fix runs, read-only and hard-linked "
-    "files (unless --force), files that do not parse and symlinks leaving the given folders are left "
-    "as they are and listed as not processed. Exit codes: 0 nothing left, 1 findings remain, a file "
-    "was not processed, or (with --diff) fixes are pending, 2 usage or internal error."
+    "--unsafe-fixes. Fixes follow the oldest torch the project declares (requirements or pyproject): "
+    "a torch.accelerator function newer than it (all of them below 2.6) is not written. Files changed "
+    "on disk while fix runs, read-only and hard-linked files (unless --force), files that do not parse "
+    "and symlinks leaving the given folders are left as they are and listed as not processed. Exit "
+    "codes: 0 nothing left, 1 findings remain, a file was not processed, or (with --diff) fixes are "
+    "pending, 2 usage or internal error."
 )
 
 
@@ -34,10 +35,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="also rewrite read-only files (mode kept) and hard-linked ones (in place, link kept)")
     parser.add_argument("--torch-version", metavar="X.Y",
-                        help="the torch the fixed code must run on (default: the project's pin, else current)")
+                        help="the oldest torch the fixed code must run on "
+                        "(default: the lowest the project's pin admits, else current)")
 
 
-def _legacy(args, paths: list[str]) -> bool:
+def _torch_floor(args, paths: list[str]):
+    """The oldest torch (major, minor) the fixed code must run on: --torch-version, else the lowest
+    release the project's requirement admits; None for the torch in use (no requirement found)."""
     from torchport.fix import neutral
 
     if args.torch_version:
@@ -47,13 +51,17 @@ def _legacy(args, paths: list[str]) -> bool:
             raise UsageError(
                 f"--torch-version {args.torch_version!r} is not a version. Pass MAJOR.MINOR, e.g. 2.5."
             ) from None
-        return (major, minor) < neutral.ACCELERATOR_MIN_VERSION
+        return major, minor
     pin = neutral.declared_torch(Path(paths[0]).resolve())
-    if pin is not None and pin.legacy:
-        print(f"torchport: {pin.source} pins torch{pin.specifier}: writing code without torch.accelerator",
-              file=sys.stderr)
-        return True
-    return False
+    floor = pin.floor if pin is not None else None
+    if floor is None or not neutral.may_write_legacy(floor):
+        return None
+    newer = sorted(name for name, since in neutral.ACCELERATOR_SINCE.items() if since > floor)
+    what = ("without torch.accelerator" if floor < neutral.ACCELERATOR_MIN_VERSION
+            else "without the torch.accelerator functions it lacks (" + ", ".join(newer) + ")")
+    print(f"torchport: {pin.source} pins torch{pin.specifier}: writing code for torch {floor[0]}.{floor[1]}, {what}",
+          file=sys.stderr)
+    return floor
 
 
 def _outside(path: str, roots: list[str]) -> str | None:
@@ -64,17 +72,17 @@ def _outside(path: str, roots: list[str]) -> str | None:
     return real
 
 
-def _fix_file(source, kind: str, codes: tuple[str, ...], unsafe: bool, legacy: bool):
+def _fix_file(source, kind: str, codes: tuple[str, ...], unsafe: bool, floor):
     """Fix one source: a Python file, or a notebook's code cells (the result then holds its JSON)."""
     from torchport import notebooks
     from torchport.fix.engine import fix_source
     from torchport.fix.sources import NotProcessed
 
     if kind == "python":
-        return fix_source(source.text, source.path, codes, unsafe=unsafe, legacy=legacy)
+        return fix_source(source.text, source.path, codes, unsafe=unsafe, floor=floor)
     try:
         notebook = notebooks.load(source.raw)
-        result = fix_source(notebooks.to_python(notebook, marks=True), source.path, codes, unsafe=unsafe, legacy=legacy)
+        result = fix_source(notebooks.to_python(notebook, marks=True), source.path, codes, unsafe=unsafe, floor=floor)
         if result.changed and not result.error:
             result.original, result.fixed = source.text, notebooks.dump(notebooks.from_python(notebook, result.fixed))
     except notebooks.NotebookError as error:
@@ -93,7 +101,7 @@ def run(args) -> int:
     paths = check_paths(args.paths)
     config = load_config(args.config, paths[0])
     codes = tuple(sorted(resolve_selection(args, config)))
-    legacy = _legacy(args, paths)
+    floor = _torch_floor(args, paths)
     roots = [os.path.realpath(path) for path in paths]
     discovery = discover(paths, tuple(config.exclude))
     changed = applied = unsafe_skipped = 0
@@ -112,7 +120,7 @@ def run(args) -> int:
             problems[path] = f"{reason}; left as is"
             continue
         try:
-            result = _fix_file(source, kind, codes, args.unsafe_fixes, legacy)
+            result = _fix_file(source, kind, codes, args.unsafe_fixes, floor)
         except NotProcessed as reason:
             problems[path] = f"{reason}; left as is"
             continue

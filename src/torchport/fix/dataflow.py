@@ -132,11 +132,12 @@ class _UseName(cst.CSTTransformer):
         return updated_node.with_changes(value=updated_node.value.with_changes(lpar=[], rpar=[]))
 
 
-def use_device_name(source: str, torch: str, legacy: bool) -> str:
-    """`source` with copies of the device expressions replaced by the module's name for them."""
+def use_device_name(source: str, torch: str, floor: neutral.Version | None) -> str:
+    """`source` with copies of the device expressions, as written for torch `floor` (None: the
+    torch in use), replaced by the module's name for them."""
     forms = {
-        _normal(neutral.adapt(neutral.DEVICE.format(torch=torch), legacy)): "device",
-        _normal(neutral.adapt(neutral.DEVICE_TYPE.format(torch=torch), legacy)): "type",
+        _normal(neutral.adapt(neutral.DEVICE.format(torch=torch), floor)): "device",
+        _normal(neutral.adapt(neutral.DEVICE_TYPE.format(torch=torch), floor)): "type",
     }
     if not any(form[:20] in "".join(source.split()).replace("'", '"') for form in forms):
         return source

@@ -53,9 +53,9 @@ class _SpanRewriter(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, findings: list[Finding], rules: dict[str, PythonRule], legacy: bool = False):
+    def __init__(self, findings: list[Finding], rules: dict[str, PythonRule], floor: neutral.Version | None = None):
         super().__init__()
-        self.legacy = legacy
+        self.floor = floor
         self.pending: dict[tuple[int, int, int, int], Finding] = {}
         for finding in findings:
             key = (finding.line, finding.column, finding.end_line, finding.end_column)
@@ -81,7 +81,7 @@ class _SpanRewriter(cst.CSTTransformer):
         self.applied.append(finding)
         if fix.edit:
             return self.rules[finding.code].transform(updated_node, finding)
-        text = fix.legacy if self.legacy and fix.legacy else neutral.adapt(fix.replacement, self.legacy)
+        text = neutral.written(fix.replacement, fix.legacy, self.floor)
         if fix.statement:
             return cst.parse_statement(text).body[0]
         replacement = cst.parse_expression(text)
@@ -91,10 +91,10 @@ class _SpanRewriter(cst.CSTTransformer):
 
 
 def _rewrite(
-    source: str, findings: list[Finding], rules: dict[str, PythonRule], legacy: bool
+    source: str, findings: list[Finding], rules: dict[str, PythonRule], floor: neutral.Version | None
 ) -> tuple[str, list[Finding]]:
     module = cst.parse_module(source)
-    rewriter = _SpanRewriter(findings, rules, legacy)
+    rewriter = _SpanRewriter(findings, rules, floor)
     rewritten = MetadataWrapper(module).visit(rewriter)
     helpers = [neutral.HELPERS[name] for name in dict.fromkeys(f.fix.helper for f in rewriter.applied if f.fix.helper)]
     modules = {module for finding in rewriter.applied for module in finding.fix.imports}
@@ -143,11 +143,18 @@ def _is_preamble(statement: cst.CSTNode) -> bool:
     return True
 
 
-def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = False, legacy: bool = False) -> FixResult:
+def fix_source(
+    source: str, path: str, codes: tuple[str, ...], unsafe: bool = False, legacy: bool = False,
+    floor: neutral.Version | None = None,
+) -> FixResult:
     """Fix `source` with the rules in `codes`; unsafe fixes only when `unsafe` is true.
 
-    `legacy` writes code for a torch older than 2.6 (no `torch.accelerator`; see `neutral.adapt`).
+    `floor` is the oldest torch (major, minor) the fixed code must run on (None: the torch in use):
+    a fix calling a `torch.accelerator` API newer than it is written without `torch.accelerator`
+    (`neutral.written`). `legacy` is short for a torch older than 2.6 (no `torch.accelerator`).
     """
+    if legacy and (floor is None or floor >= neutral.ACCELERATOR_MIN_VERSION):
+        floor = (neutral.ACCELERATOR_MIN_VERSION[0], neutral.ACCELERATOR_MIN_VERSION[1] - 1)
     rules = {rule.code: rule() for rule in all_rules() if rule.code in codes and issubclass(rule, PythonRule)}
     result = FixResult(path, source, source)
     current = source
@@ -157,9 +164,9 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
             result.error = analysis.error
             result.fixed = source
             return result
-        if legacy:
+        if neutral.may_write_legacy(floor):
             analysis.findings = _outside_legacy_spellings(current, analysis.findings)
-            analysis.findings = [item for item in analysis.findings if not _writes_itself(current, item)]
+            analysis.findings = [item for item in analysis.findings if not _writes_itself(current, item, floor)]
         wanted = [item for item in analysis.findings if item.fix and (unsafe or item.fix.safety is FixSafety.SAFE)]
         result.remaining = [item for item in analysis.findings if item not in wanted]
         result.unsafe_skipped = sum(
@@ -168,7 +175,7 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
         if not wanted:
             break
         try:
-            rewritten, applied = _rewrite(current, wanted, rules, legacy)
+            rewritten, applied = _rewrite(current, wanted, rules, floor)
         except cst.ParserSyntaxError as error:
             result.error = f"libcst cannot parse it: {str(error).splitlines()[0]}"
             result.fixed = source
@@ -178,7 +185,7 @@ def fix_source(source: str, path: str, codes: tuple[str, ...], unsafe: bool = Fa
         result.applied.extend(applied)
         current = rewritten
     if result.applied:
-        current = use_device_name(current, _torch_name(current), legacy)
+        current = use_device_name(current, _torch_name(current), floor)
     result.fixed = current
     return result
 
@@ -203,7 +210,7 @@ def _outside_legacy_spellings(source: str, findings: list[Finding]) -> list[Find
     ]
 
 
-def _writes_itself(source: str, finding: Finding) -> bool:
+def _writes_itself(source: str, finding: Finding, floor: neutral.Version | None) -> bool:
     """Whether the legacy form of the finding's fix is the text already there (a `torch.cuda` call
     that `adapt` renames back), so that fixing it changes nothing."""
     fix = finding.fix
@@ -217,7 +224,7 @@ def _writes_itself(source: str, finding: Finding) -> bool:
     else:
         text = lines[finding.line - 1][finding.column:] + "".join(lines[finding.line:finding.end_line - 1])
         text += lines[finding.end_line - 1][:finding.end_column]
-    return (fix.legacy or neutral.adapt(fix.replacement, True)) == text
+    return neutral.written(fix.replacement, fix.legacy, floor) == text
 
 
 def _torch_name(source: str) -> str:

@@ -5,9 +5,11 @@ a hand migration to `torch.accelerator` (the style of PyTorch's own examples sin
 
     device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
 
-`torch.accelerator` exists from torch 2.6. A project that declares an older torch (its requirements
-or pyproject pins) gets the same expressions spelled without it (`adapt`): CUDA first, then MPS,
-then the CPU, which is what a hand migration for those versions writes.
+`torch.accelerator` exists from torch 2.6, and some of its functions came later (`ACCELERATOR_SINCE`).
+Fixes target the oldest torch a project's requirement admits (`TorchPin.floor`, or
+`fix --torch-version`): a fix whose code needs a newer torch than that is written without
+`torch.accelerator` (`adapt`): CUDA first, then MPS, then the CPU, which is what a hand migration
+for those versions writes. The fixes whose code that torch has keep `torch.accelerator`.
 
 This module never imports torch or libcst: rules (which `scan` loads in every worker) use it.
 """
@@ -23,6 +25,12 @@ __all__ = [
     "DEVICE_TYPE",
     "IS_AVAILABLE",
     "ACCELERATOR_MIN_VERSION",
+    "ACCELERATOR_SINCE",
+    "Version",
+    "needs",
+    "is_legacy",
+    "written",
+    "may_write_legacy",
     "device",
     "device_type",
     "indexed",
@@ -42,8 +50,32 @@ DEVICE = '{torch}.accelerator.current_accelerator() if {torch}.accelerator.is_av
 DEVICE_TYPE = '{torch}.accelerator.current_accelerator().type if {torch}.accelerator.is_available() else "cpu"'
 #: Whether there is an accelerator at all.
 IS_AVAILABLE = "{torch}.accelerator.is_available()"
+Version = tuple[int, int]
+
+#: The first torch release (major, minor) of each `torch.accelerator` function the fixes write; the
+#: one source of truth for what a fix may write for a given torch. How each was verified:
+#: - 2.6: the module and these functions (`set_device_index`/`current_device_index` under these names
+#:   from the first release: pytorch/pytorch#143186 renamed them on the 2.6 release branch).
+#: - `device_index` (the context manager): pytorch/pytorch#148864, merged April 2025, after the 2.7
+#:   branch cut: 2.8. Present in 2.9.1 (`.venv-xla`).
+#: - the memory functions: `dir(torch.accelerator)` in torch 2.9.1 (`.venv-xla`) lists them; the 2.8
+#:   documentation of `torch.accelerator` does not.
+#: - `get_memory_info`: absent from torch 2.9.1 (`.venv-xla`), present in 2.13 (`.venv`); added by
+#:   pytorch/pytorch#156812, merged November 2025 after the 2.9 release: 2.10.
+#: `torch.Event`, written next to `torch.accelerator` calls, goes with them (see `_LEGACY`).
+ACCELERATOR_SINCE: dict[str, Version] = {
+    **dict.fromkeys(("current_accelerator", "is_available", "device_count", "set_device_index",
+                     "current_device_index", "synchronize"), (2, 6)),
+    "device_index": (2, 8),
+    **dict.fromkeys(("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                     "reset_peak_memory_stats", "empty_cache"), (2, 9)),
+    "get_memory_info": (2, 10),
+}
 #: The first torch release with `torch.accelerator`.
-ACCELERATOR_MIN_VERSION = (2, 6)
+ACCELERATOR_MIN_VERSION: Version = min(ACCELERATOR_SINCE.values())
+#: The torch from which every fix keeps `torch.accelerator`.
+_NEWEST: Version = max(ACCELERATOR_SINCE.values())
+_USES = re.compile(r"\baccelerator\.(\w+)")
 
 _LEGACY = {
     DEVICE: '{torch}.device("cuda" if {torch}.cuda.is_available() else "mps" if '
@@ -135,9 +167,39 @@ def when_available(torch: str, expression: str, otherwise: str, bare: bool = Fal
     return text if bare else f"({text})"
 
 
-def adapt(text: str, legacy: bool) -> str:
-    """`text` as written for the torch in use: unchanged, or without `torch.accelerator` when legacy."""
-    if not legacy or ".accelerator." not in text:
+def needs(text: str) -> Version | None:
+    """The oldest torch that has every device-neutral API `text` calls (None: it calls none). An
+    API missing from `ACCELERATOR_SINCE` counts as the newest there."""
+    versions = [ACCELERATOR_SINCE.get(name, _NEWEST) for name in _USES.findall(text)]
+    return max(versions, default=None)
+
+
+def is_legacy(text: str, floor: Version | None) -> bool:
+    """Whether `text` needs a newer torch than `floor`, the oldest one the code must run on (None:
+    the torch in use, which has them all)."""
+    if floor is None or floor >= _NEWEST:
+        return False
+    version = needs(text)
+    return version is not None and version > floor
+
+
+def written(replacement: str, legacy_form: str | None, floor: Version | None) -> str:
+    """The code a fix writes for `floor`: `replacement` when that torch has all it calls, else the
+    fix's own `legacy_form` if it has one, else `replacement` without `torch.accelerator`."""
+    if not is_legacy(replacement, floor):
+        return replacement
+    return legacy_form or adapt(replacement, floor)
+
+
+def may_write_legacy(floor: Version | None) -> bool:
+    """Whether some fix writes its legacy form for `floor`."""
+    return floor is not None and floor < _NEWEST
+
+
+def adapt(text: str, floor: Version | None) -> str:
+    """`text` as written for torch `floor`: unchanged when that torch has every API it calls, else
+    all of it without `torch.accelerator` (one guard for the whole expression: CUDA's or MPS')."""
+    if not is_legacy(text, floor):
         return text
     for pattern, replacement in _LEGACY_PATTERNS:
         text = pattern.sub(lambda match: replacement.format(torch=match.group("torch")), text)
@@ -154,18 +216,49 @@ class TorchPin:
     @property
     def legacy(self) -> bool:
         """Whether no torch with `torch.accelerator` (>= 2.6) satisfies the requirement."""
+        admitted = self._admitted()
+        return bool(admitted) and max(admitted) < ACCELERATOR_MIN_VERSION
+
+    @property
+    def floor(self) -> Version | None:
+        """The oldest torch (major, minor) the fixed code must run on: the lowest release the
+        requirement admits. A requirement with no lower bound (`<3`, `!=2.5.0`) says nothing of the
+        oldest torch in use: the newest release it admits, which an install picks, counts. None
+        when the specifier does not parse or admits no release."""
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version as Release
+
+        admitted = self._admitted()
+        try:
+            clauses = list(SpecifierSet(self.specifier))
+        except InvalidSpecifier:
+            return None
+        if not admitted:
+            # a local or otherwise unlisted version (`==2.7.1+cu121`): the lowest one named
+            named = []
+            for clause in clauses:
+                try:
+                    named.append(tuple(Release(clause.version.rstrip(".*")).release[:2]))
+                except InvalidVersion:
+                    continue
+            return min(named, default=None)
+        bounded = any(clause.operator in ("==", "===", "~=", ">=", ">") for clause in clauses)
+        return min(admitted) if bounded else max(admitted)
+
+    def _admitted(self) -> list[Version]:
+        """The torch releases (major, minor) the requirement admits, from 1.0 to 3.5."""
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
         try:
             specifiers = SpecifierSet(self.specifier)
         except InvalidSpecifier:
-            return False
-        newer = [f"2.{minor}.0" for minor in range(ACCELERATOR_MIN_VERSION[1], 20)] + ["3.0.0", "3.5.0"]
-        older = [f"{major}.{minor}.{patch}" for major, minor in ((1, m) for m in range(14)) for patch in (0, 1, 2)]
-        older += [f"2.{minor}.{patch}" for minor in range(ACCELERATOR_MIN_VERSION[1]) for patch in (0, 1, 2)]
-        admits_newer = any(specifiers.contains(version, prereleases=True) for version in newer)
-        admits_older = any(specifiers.contains(version, prereleases=True) for version in older)
-        return admits_older and not admits_newer
+            return []
+        releases = [(1, minor) for minor in range(14)] + [(2, minor) for minor in range(30)]
+        releases += [(3, minor) for minor in range(6)]
+        return [
+            release for release in releases
+            if any(specifiers.contains(f"{release[0]}.{release[1]}.{patch}", prereleases=True) for patch in range(10))
+        ]
 
 
 _REQUIREMENT = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:[<>=!~]=?|===)[^;#"'\s][^;#"']*)""", re.M)
