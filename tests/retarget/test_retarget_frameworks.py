@@ -57,6 +57,34 @@ def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_r
     assert "precision" not in summary.split("device of Accelerate")[0].splitlines()[-1], summary
 
 
+def test_a_second_activation_replaces_the_first_ones_settings_and_does_not_call_them_the_users():
+    environ = {}
+    frameworks.steer(_retarget("cpu"), environ, installed=_installed_only("accelerate"))
+    assert environ == {"ACCELERATE_USE_CPU": "true"}
+    retarget = _retarget("neuron-emulated")
+    frameworks.steer(retarget, environ, installed=_installed_only("accelerate"))
+    assert environ == {"ACCELERATE_TORCH_DEVICE": str(retarget.device())}
+    assert "kept the user's" not in _decisions(retarget.recorder.to_dict())["device of Accelerate / transformers Trainer"]
+    frameworks.restore(environ)
+    assert environ == {}
+
+
+def test_accelerator_keyword_of_a_library_other_than_lightning_keeps_its_meaning():
+    def fit(**kwargs):  # a torch-based library's own `accelerator=` (not Lightning's)
+        return kwargs
+
+    fit.__module__ = "some_trainer_lib.api"
+    from torchport.retarget import state
+
+    state.set_current(_retarget("cpu"))
+    try:
+        kwargs = {"accelerator": "gpu", "devices": [0, 1]}
+        frameworks.framework_keywords(fit, kwargs, site=0)
+        assert kwargs == {"accelerator": "gpu", "devices": [0, 1]}
+    finally:
+        state.set_current(None)
+
+
 def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_cannot():
     retarget, environ = _retarget("neuron-emulated"), {}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "lightning"))

@@ -107,6 +107,7 @@ def deactivate() -> None:
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, RetargetFinder)]
     state.set_current(None)
     runtime.bind(None)
+    frameworks.restore()  # the frameworks' settings go with the retargeting
 
 
 def finish(retarget: state.Retarget) -> None:

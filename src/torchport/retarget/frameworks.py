@@ -61,6 +61,7 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     `installed(name)` says whether a package can be imported (found without importing it).
     """
     environ = os.environ if environ is None else environ
+    restore(environ)  # settings of an earlier activation in this process are not the user's
     names = framework_names(retarget.backend)
     notes = []
     if installed("accelerate"):
@@ -72,12 +73,29 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     return [note for _, note in notes]
 
 
+#: (environment, variable, value) for each setting steer made, to undo when retargeting stops.
+_SET: list[tuple[dict, str, str]] = []
+
+
+def restore(environ=None) -> None:
+    """Undo the settings steer made (in `environ`, or in every environment) that still hold its value."""
+    kept = []
+    for where, variable, value in _SET:
+        if environ is not None and where is not environ:
+            kept.append((where, variable, value))
+        elif where.get(variable) == value:
+            del where[variable]
+    _SET[:] = kept
+
+
 def _set(retarget, environ, variable: str, value: str, api: str) -> str:
     """Set `variable` unless the user set it. The setting is a decision of the run (steer records it),
     not a CUDA usage of the application: it is set whether or not the application uses the library."""
     given = environ.get(variable)
     if given is not None and given != value:
         return f"kept the user's {variable}={given!r} (torchport would set {value!r})"
+    if given is None:
+        _SET.append((environ, variable, value))
     environ[variable] = value
     return f"{variable}={value}"
 
@@ -109,10 +127,17 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
 
 def framework_keywords(function, kwargs: dict, site: int) -> None:
     """Keywords a framework reads to choose the device or precision, where they leave the application."""
-    if "accelerator" in kwargs:
+    if "accelerator" in kwargs and _is_lightning(function):
         lightning_keywords(kwargs, site, function)
     if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
+
+
+def _is_lightning(function) -> bool:
+    """Whether `function` is Lightning's (another library's `accelerator=` keeps its own meaning)."""
+    from torchport.retarget.destination import module_of
+
+    return (module_of(function) or "").partition(".")[0] in _LIGHTNING_PACKAGES
 
 
 def _is_training_arguments(function) -> bool:
