@@ -108,7 +108,8 @@ class Fix:
     `imports` names standard-library modules the replacement uses (`import warnings` is added when
     missing). `helper` names a module-level helper of `torchport.fix.neutral.HELPERS` the
     replacement calls, written once into the module after its imports. `legacy` is the replacement
-    for torch older than 2.6 where `torchport.fix.neutral.adapt` cannot derive it.
+    for a torch that lacks a function `replacement` calls, where `torchport.fix.neutral.adapt`
+    cannot derive it.
     """
 
     safety: FixSafety

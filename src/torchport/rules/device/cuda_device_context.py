@@ -33,7 +33,7 @@ class CudaDeviceContext(CallRule):
     `torch.accelerator.device_index(i if torch.accelerator.is_available() else None)`: the same
     device switch on CUDA, the local accelerator's elsewhere, and no switch without one. An
     argument that is a string or a `torch.device(...)` (which `device_index` does not take), and a
-    context manager kept for later, are reported only. For torch older than 2.6 it stays
+    context manager kept for later, are reported only. For torch older than 2.8 it stays
     `torch.cuda.device(i if torch.cuda.is_available() else -1)` (-1 switches nothing).
     """
 
