@@ -57,6 +57,11 @@ SNIPPETS = {
         "torch.save(buffer, saved)\nsaved.seek(0)\nback = torch.load(saved, map_location='cuda:0')\n"
         "print(torch.cuda.max_memory_allocated() >= 0, back.shape)\n"
     ),
+    # `.cuda(None)` is the current device (imagenet's `args.gpu` left unset); `.to(None)` would not move
+    "cuda of an unset device": (
+        "import torch\ndef pick():\n    return None\ndev = pick()\nmodel = torch.nn.Linear(2, 2).cuda(dev)\n"
+        "x = torch.ones(1, 2).cuda(dev, non_blocking=True)\nprint(model(x).device.type)\n"
+    ),
 }
 
 
@@ -102,3 +107,11 @@ def test_device_count_used_as_a_number_is_one_without_an_accelerator_but_tests_k
     namespace: dict = {}
     exec(fixed, namespace)
     assert (namespace["n"], namespace["many"]) == (1, False)
+
+
+def test_cuda_of_a_value_that_may_be_none_asks_for_the_current_device_on_an_accelerator():
+    fixed = fix_source(SNIPPETS["cuda of an unset device"], "unset.py", CODES, unsafe=True).fixed
+    # on a machine with an accelerator the unset value means its current device, as `.cuda(None)` does
+    assert ".to((dev if dev is not None else torch.accelerator.current_device_index()) if " in fixed, fixed
+    legacy = fix_source(SNIPPETS["cuda of an unset device"], "unset.py", CODES, unsafe=True, legacy=True).fixed
+    assert "torch.accelerator" not in legacy and "torch.cuda.current_device()" in legacy, legacy

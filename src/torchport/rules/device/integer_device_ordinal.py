@@ -176,7 +176,11 @@ class IntegerDeviceOrdinal(PythonRule):
             context.report(self, node)  # 'cuda:N' itself is TP101's
             return
         prefix, needs_import = context.torch_prefix()
-        device = neutral.when_available(prefix, context.segment(argument), '"cpu"', bare=True)
+        value = context.segment(argument)
+        if isinstance(argument, (ast.Name, ast.Attribute, ast.Subscript)):
+            # `.cuda(None)` is the current device (`args.gpu` left unset), `.to(None)` would be no move
+            value = f"{value} if {value} is not None else {prefix}.accelerator.current_device_index()"
+        device = neutral.when_available(prefix, f"({value})" if " if " in value else value, '"cpu"', bare=True)
         if any(isinstance(item, ast.Lambda) for item in context.stack):
             device = f"device={device}"
         rest = [context.segment(item) for item in [*node.args[1:], *node.keywords]]
