@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import frameworks, proxy, runtime, spawn, state
+from torchport.retarget import frameworks, proxy, runtime, spawn, state, torchscript
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, application_roots
 
@@ -91,6 +91,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     facades = proxy.Facades()
     proxy._facades = facades
     runtime.bind_facades(facades.by_name)
+    torchscript.install()  # functions and modules the application scripts (notebooks included) land on the target
     sys.meta_path.insert(0, RetargetFinder(retarget.scope, retarget.narrowed))
     spawn.install(backend.name, precision, strict, retarget.scope, retarget.narrowed)
     return retarget

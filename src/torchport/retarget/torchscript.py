@@ -39,8 +39,6 @@ __all__ = ["install", "map_graph"]
 
 _SOURCE_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _installed = False
-#: Source file -> whether it is the application's (scope decisions are by real path, cached here).
-_in_scope: dict[str, bool] = {}
 
 
 def install() -> None:
@@ -107,10 +105,8 @@ def _application_graph(graph, retarget: state.Retarget) -> bool:
     for node in graph.nodes():
         location = _location(node)
         if location is not None:
-            filename = location[0]
-            if filename not in _in_scope:
-                _in_scope[filename] = retarget.in_scope(filename)
-            return _in_scope[filename]
+            # asked each time (a graph is compiled once): the scope may have been widened since
+            return retarget.in_scope(location[0])
     return False
 
 
