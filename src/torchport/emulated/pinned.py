@@ -210,8 +210,10 @@ def install(library) -> bool:
             _register_for_torchscript(wrapper, original)
     for name in method_names():
         original = getattr(torch.Tensor, name)
-        setattr(torch.Tensor, name, _method(name, original))
+        if not hasattr(original, "__wrapped__"):  # installed once per process
+            setattr(torch.Tensor, name, _method(name, original))
     from torch.utils.data._utils import pin_memory as loader
 
-    loader.pin_memory = _loader_pin_memory(loader.pin_memory)
+    if not hasattr(loader.pin_memory, "__wrapped__"):
+        loader.pin_memory = _loader_pin_memory(loader.pin_memory)
     return True
