@@ -57,11 +57,9 @@ class _Worker:
 class Handoff:
     """Runs `function(argument)` on one of at most `limit` persistent threads, waiting `timeout_s`."""
 
-    def __init__(self, limit: int, name: str = "torchport-worker",
-                 on_abandoned: Callable[[int], None] | None = None):
+    def __init__(self, limit: int, name: str = "torchport-worker"):
         self.limit = limit
         self.name = name
-        self._on_abandoned = on_abandoned
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._workers = 0
@@ -85,12 +83,10 @@ class Handoff:
                 if not call.finished:
                     call.abandoned = True
                     self.abandoned += 1
-                    abandoned = self.abandoned
+                    abandoned = True
                 else:
-                    abandoned = None
-            if abandoned is not None:
-                if self._on_abandoned is not None:
-                    self._on_abandoned(abandoned)
+                    abandoned = False
+            if abandoned:
                 raise Deadline(f"no answer within timeout_s={timeout_s}")
             call.done.acquire()  # it ended between the deadline and the check: take its answer
         if call.error is not None:
@@ -132,7 +128,6 @@ class Handoff:
                 abandoned = call.abandoned
                 if abandoned:
                     self.abandoned -= 1
-                    count = self.abandoned
                 closed = self._closed
                 if closed:
                     self._workers -= 1
@@ -141,8 +136,6 @@ class Handoff:
             call.done.release()
             if abandoned:
                 call.result = call.error = None  # nobody will read them
-                if self._on_abandoned is not None:
-                    self._on_abandoned(count)
             if closed:
                 return
 
