@@ -22,7 +22,7 @@ def test_every_supported_word_has_one_meaning_and_commands_agree_with_their_runt
 
 
 def test_compare_reads_the_shared_words():
-    assert parse_device("cpu") == parse_device("cpu:keep") == DeviceSpec("cpu", "native")
+    assert parse_device("cpu") == parse_device("cpu:keep") == DeviceSpec("cpu", "keep")
     assert parse_device("host:bfloat16") == DeviceSpec("cpu", "bf16")
     assert parse_device("cpu", precision="no-fp64") == DeviceSpec("cpu", "no-fp64")
 

@@ -132,7 +132,8 @@ class IntegerDeviceOrdinal(PythonRule):
         ),
         Example(
             "import torch\nmodel = model.cuda(device)\n",
-            fixed="import torch\nmodel = model.to(device if torch.accelerator.is_available() else \"cpu\")\n",
+            fixed="import torch\nmodel = model.to((device if device is not None else "
+            "torch.accelerator.current_device_index()) if torch.accelerator.is_available() else \"cpu\")\n",
         ),
         "t = t.to(0)\n",
         Example(
