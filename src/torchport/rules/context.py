@@ -140,6 +140,22 @@ class PythonContext:
                 return item
         return None
 
+    def binding_scope(self) -> ast.AST | None:
+        """The innermost function (or the module) holding the node being checked, as parsed from the
+        whole file, where the names a rule follows are bound. None inside a lambda (it binds nothing
+        a rule could follow) or when the file does not parse."""
+        scope = next((item for item in reversed(self.stack)
+                      if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
+        if scope is None or isinstance(scope, ast.Lambda):
+            return None
+        return self.whole(scope)
+
+    @staticmethod
+    def stores(scope: ast.AST, name: str) -> list[ast.Name]:
+        """Every place in `scope` that binds or deletes the plain name `name`."""
+        return [item for item in ast.walk(scope)
+                if isinstance(item, ast.Name) and item.id == name and not isinstance(item.ctx, ast.Load)]
+
     def parent(self, depth: int = 1) -> ast.AST | None:
         """The ancestor `depth` levels up (1: the parent)."""
         return self.stack[-depth] if len(self.stack) >= depth else None

@@ -46,11 +46,7 @@ def _int_list(value: ast.AST) -> bool:
 def _bound_only_to(name: str, kind, context: PythonContext) -> bool:
     """Whether every binding of `name` in the innermost function (or the module) holding the node
     being checked is an assignment of a value `kind` accepts (and there is one)."""
-    scope = next((item for item in reversed(context.stack)
-                  if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
-    if scope is None or isinstance(scope, ast.Lambda):
-        return False
-    scope = context.whole(scope)
+    scope = context.binding_scope()
     if scope is None:
         return False
     if not isinstance(scope, ast.Module) and name in {argument.arg for argument in ast.walk(scope.args)
@@ -58,8 +54,7 @@ def _bound_only_to(name: str, kind, context: PythonContext) -> bool:
         return False
     bindings = [item for item in ast.walk(scope) if isinstance(item, ast.Assign) and len(item.targets) == 1
                 and isinstance(item.targets[0], ast.Name) and item.targets[0].id == name]
-    stores = [item for item in ast.walk(scope) if isinstance(item, ast.Name) and item.id == name
-              and not isinstance(item.ctx, ast.Load)]
+    stores = context.stores(scope, name)
     return bool(bindings) and len(stores) == len(bindings) and all(kind(item.value) for item in bindings)
 
 

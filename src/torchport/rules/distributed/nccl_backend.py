@@ -112,13 +112,8 @@ class NcclBackend(PythonRule):
                 and isinstance(statement.targets[0], ast.Name)):
             return False
         name = statement.targets[0].id
-        scope = next((item for item in reversed(context.stack)
-                      if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if scope is None:
-            return False
-        bindings = [item for item in ast.walk(scope) if isinstance(item, ast.Name) and item.id == name
-                    and isinstance(item.ctx, ast.Store)]
-        if len(bindings) != 1:
+        scope = context.binding_scope()
+        if scope is None or len(context.stores(scope, name)) != 1:
             return False
         for call in ast.walk(scope):
             if not isinstance(call, ast.Call) or context.called(call) not in _INIT:
