@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
+import types
 
 import pytest
 
@@ -44,10 +46,21 @@ def test_profile_names_the_target_in_each_framework_and_an_emulated_twin_has_non
     assert frameworks.framework_names(backends.get("xla-emulated")) == {}
 
 
-def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_reports_it():
+@pytest.fixture
+def imported(monkeypatch):
+    """Make the named modules look imported by the program (decisions about a library are reported
+    only then), without importing the real library."""
+    def make(*names):
+        for name in names:
+            monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or types.ModuleType(name))
+    return make
+
+
+def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_reports_it(imported):
     retarget, environ = _retarget("cpu"), {}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "pytorch_lightning"))
     assert environ == {"ACCELERATE_USE_CPU": "true", "PL_TRAINER_ACCELERATOR": "cpu"}
+    imported("accelerate", "pytorch_lightning")
     report = retarget.recorder.to_dict()
     assert not report["redirected"]  # settings, not CUDA usages of the application
     assert "ACCELERATE_USE_CPU=true" in _decisions(report)["device of Accelerate / transformers Trainer"]
@@ -57,7 +70,18 @@ def test_cpu_target_steers_accelerate_and_lightning_through_their_settings_and_r
     assert "precision" not in summary.split("device of Accelerate")[0].splitlines()[-1], summary
 
 
-def test_a_second_activation_replaces_the_first_ones_settings_and_does_not_call_them_the_users():
+def test_a_library_the_program_never_imported_is_steered_but_not_reported(monkeypatch):
+    retarget, environ = _retarget("cpu"), {}
+    monkeypatch.delitem(sys.modules, "accelerate", raising=False)
+    frameworks.steer(retarget, environ, installed=_installed_only("accelerate"))
+    assert environ == {"ACCELERATE_USE_CPU": "true"}  # in place for an import that may still come
+    assert "device of Accelerate" not in retarget.recorder.summary()
+    monkeypatch.setitem(sys.modules, "accelerate", types.ModuleType("accelerate"))
+    assert "device of Accelerate" in retarget.recorder.summary()
+
+
+def test_a_second_activation_replaces_the_first_ones_settings_and_does_not_call_them_the_users(imported):
+    imported("accelerate")
     environ = {}
     frameworks.steer(_retarget("cpu"), environ, installed=_installed_only("accelerate"))
     assert environ == {"ACCELERATE_USE_CPU": "true"}
@@ -85,7 +109,8 @@ def test_accelerator_keyword_of_a_library_other_than_lightning_keeps_its_meaning
         state.set_current(None)
 
 
-def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_cannot():
+def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_cannot(imported):
+    imported("lightning")
     retarget, environ = _retarget("neuron-emulated"), {}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate", "lightning"))
     assert environ == {"ACCELERATE_TORCH_DEVICE": str(retarget.device())}
@@ -93,7 +118,8 @@ def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_
     assert "no accelerator of its own for neuron-emulated" in decisions["device of PyTorch Lightning"]
 
 
-def test_a_setting_the_user_made_is_kept_and_named():
+def test_a_setting_the_user_made_is_kept_and_named(imported):
+    imported("accelerate")
     retarget, environ = _retarget("cpu"), {"ACCELERATE_USE_CPU": "false"}
     frameworks.steer(retarget, environ, installed=_installed_only("accelerate"))
     assert environ == {"ACCELERATE_USE_CPU": "false"}

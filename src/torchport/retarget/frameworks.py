@@ -65,12 +65,14 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     names = framework_names(retarget.backend)
     notes = []
     if installed("accelerate"):
-        notes.append(("Accelerate / transformers Trainer", _steer_accelerate(retarget, names, environ)))
+        notes.append(("Accelerate / transformers Trainer", ("accelerate",), _steer_accelerate(retarget, names, environ)))
     if any(installed(package) for package in _LIGHTNING_PACKAGES):
-        notes.append(("PyTorch Lightning", _steer_lightning(retarget, names, environ)))
-    for topic, note in notes:
-        retarget.decide(f"device of {topic}", note, kind="device")
-    return [note for _, note in notes]
+        notes.append(("PyTorch Lightning", _LIGHTNING_PACKAGES, _steer_lightning(retarget, names, environ)))
+    for topic, modules, note in notes:
+        # Reported where the program used the library (the setting itself must be in place before it
+        # is imported, by the application or by a child process).
+        retarget.decide(f"device of {topic}", note, kind="device", modules=modules)
+    return [note for _, _, note in notes]
 
 
 #: (environment, variable, value) for each setting steer made, to undo when retargeting stops.
@@ -88,7 +90,7 @@ def restore(environ=None) -> None:
     _SET[:] = kept
 
 
-def _set(retarget, environ, variable: str, value: str, api: str) -> str:
+def _set(environ, variable: str, value: str) -> str:
     """Set `variable` unless the user set it. The setting is a decision of the run (steer records it),
     not a CUDA usage of the application: it is set whether or not the application uses the library."""
     given = environ.get(variable)
@@ -104,12 +106,12 @@ def _steer_accelerate(retarget, names: dict, environ) -> str:
     target = retarget.backend.name
     own = names.get("accelerate")
     if retarget.type == "cpu":
-        setting = _set(retarget, environ, "ACCELERATE_USE_CPU", "true", "Accelerate device")
+        setting = _set(environ, "ACCELERATE_USE_CPU", "true")
         return f"run on the CPU ({setting})"
     if own:
         return f"Accelerate detects {own!r} itself: left to its own device selection"
     device = str(retarget.device())
-    setting = _set(retarget, environ, "ACCELERATE_TORCH_DEVICE", device, "Accelerate device")
+    setting = _set(environ, "ACCELERATE_TORCH_DEVICE", device)
     return (f"run on {target} ({setting}; Accelerate does not know {retarget.type!r}, so every "
             "process uses that device)")
 
@@ -121,7 +123,7 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
                 "accelerator='gpu' / 'cuda' written in the application runs there through a Lightning "
                 "Accelerator built on the target backend; Trainer() left at accelerator='auto' is not "
                 "steered (Lightning uses the device it finds)")
-    setting = _set(retarget, environ, "PL_TRAINER_ACCELERATOR", own, "Lightning accelerator")
+    setting = _set(environ, "PL_TRAINER_ACCELERATOR", own)
     return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
 
 

@@ -44,6 +44,8 @@ class Recorder:
     counts: Counter = field(default_factory=Counter)
     decisions: dict[str, str] = field(default_factory=dict)
     decision_kinds: dict[str, str] = field(default_factory=dict)
+    #: Decisions about a library, reported only if the program imported one of these modules.
+    decision_modules: dict[str, tuple[str, ...]] = field(default_factory=dict)
     messages: dict[tuple[str, Site], str] = field(default_factory=dict)
     #: Rewritten call sites and their hit counts, kept as two parallel lists by the runtime so a
     #: hit costs one list increment; merged into `counts` when the report is made.
@@ -61,13 +63,21 @@ class Recorder:
         if message and key not in self.messages:
             self.messages[key] = message
 
-    def decide(self, topic: str, decision: str, kind: str = "precision") -> None:
+    def decide(self, topic: str, decision: str, kind: str = "precision", modules: tuple[str, ...] = ()) -> None:
         """Record a decision once per topic. `kind` says what it is about: "precision" (the precision
         policy), "device" (a backend's or a library's device setup), "adapted" (a CUDA-only request
-        adapted from a profile fact)."""
+        adapted from a profile fact). A decision about a library names its `modules`: it is reported
+        only if the program imported one of them (a setting for a library the program never used is
+        not news)."""
         if topic not in self.decisions:
             self.decisions[topic] = decision
             self.decision_kinds[topic] = kind
+            if modules:
+                self.decision_modules[topic] = tuple(modules)
+
+    def _reported(self, topic: str) -> bool:
+        modules = self.decision_modules.get(topic)
+        return modules is None or any(module in sys.modules for module in modules)
 
     # -- output ------------------------------------------------------------------------------
     def all_counts(self) -> Counter:
@@ -105,9 +115,9 @@ class Recorder:
             "noops": events[NOOP],
             "unsupported": events[UNSUPPORTED],
             "precision_decisions": {topic: decision for topic, decision in self.decisions.items()
-                                    if self.decision_kinds.get(topic) == "precision"},
+                                    if self.decision_kinds.get(topic) == "precision" and self._reported(topic)},
             "decisions": [{"kind": self.decision_kinds.get(topic, "precision"), "topic": topic, "decision": decision}
-                          for topic, decision in self.decisions.items()],
+                          for topic, decision in self.decisions.items() if self._reported(topic)],
             "scope": [{"root": root, "why": why} for root, why in self.scope.items()],
             "not_in_scope": list(self.not_in_scope),
             **({} if self.compiled_models is None else

@@ -99,8 +99,8 @@ class Retarget:
             raise error
         return error
 
-    def decide(self, topic: str, decision: str, kind: str = "precision") -> None:
-        self.recorder.decide(topic, decision, kind)
+    def decide(self, topic: str, decision: str, kind: str = "precision", modules: tuple[str, ...] = ()) -> None:
+        self.recorder.decide(topic, decision, kind, modules)
 
     def in_scope(self, filename: str) -> bool:
         from torchport.retarget.scope import in_scope
