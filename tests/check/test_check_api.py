@@ -5,7 +5,7 @@ import json
 import torch
 from torch import nn
 
-from torchport.check import check_model
+from torchport.check import check_model, check_script
 
 
 class TinyEncoder(nn.Module):
@@ -163,3 +163,16 @@ def test_a_program_is_never_stopped_by_a_failing_census(target, monkeypatch, tmp
     assert "total 6.0" in capsys.readouterr().out
     assert report.data["program"]["ended"] == "returned" and report.data["script_exit_code"] == 0
     assert report.verdict.startswith("not checked: the op census was not taken in full (recording failed at ")
+
+
+def test_a_checked_script_sees_the_library_settings_and_the_caller_gets_its_environment_back(target, tmp_path, capsys):
+    import os
+
+    script = tmp_path / "settings.py"
+    script.write_text("import os\nprint('setting', os.environ.get('ACCELERATE_TORCH_DEVICE'))\n")
+    before = dict(os.environ)
+    check_script(str(script), [], target="neuron")
+    # Accelerate (a dev dependency) is steered to the emulated device while the script runs ...
+    assert "setting emulated" in capsys.readouterr().out
+    # ... and the caller's environment is as it was afterwards
+    assert dict(os.environ) == before

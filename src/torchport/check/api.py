@@ -245,11 +245,14 @@ def check_script(script: str, arguments: list[str], target: str | None = None, t
     """Run a Python script on the emulated `target` (its 'cuda' code retargeted) and return the report.
 
     The report has a verdict however the script ends: returning, sys.exit(code), an exception, a
-    signal, Ctrl-C or running past `timeout` seconds (see torchport.check.ending)."""
+    signal, Ctrl-C or running past `timeout` seconds (see torchport.check.ending). Afterwards the
+    script's modules keep their retargeting (its atexit handlers may still run), and the settings made
+    for libraries that choose their device themselves are taken back from the environment."""
     import os
 
     from torchport.backends.emulated import EmulatedBackend
     from torchport.check.ending import check_timeout, watch
+    from torchport.retarget import frameworks
     from torchport.retarget.api import activate
     from torchport.retarget.runner import run_script
 
@@ -271,6 +274,7 @@ def check_script(script: str, arguments: list[str], target: str | None = None, t
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
+        frameworks.restore()
     report = build_report(census, numeric_effect=None, buckets=None, workload=script)
     report.data["script_exit_code"] = ending.exit_code
     report.data["program"] = ending.to_dict()

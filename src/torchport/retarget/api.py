@@ -75,6 +75,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
                 "process. Start a new process for another target."
             )
         _widen(existing, scope)
+        frameworks.steer(existing)  # the libraries' settings again, if a caller took them back since
         return existing
     recorder = Recorder(target=backend.name, precision=precision)
     retarget = state.Retarget(
