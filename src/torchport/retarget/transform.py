@@ -206,11 +206,17 @@ def _is_false(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
 
 
-def rewrite(tree: ast.Module, filename: str) -> tuple[ast.Module, int]:
-    """Rewrite `tree` in place, its sites registered; returns it and the number of sites rewritten."""
+def _rewritten(tree: ast.Module, filename: str) -> tuple[ast.Module, _Rewriter]:
+    """`tree` rewritten in place, with the rewriter that holds its sites (marked, not yet registered)."""
     rewriter = _Rewriter(filename)
     tree = rewriter.visit(tree)
     ast.fix_missing_locations(tree)
+    return tree, rewriter
+
+
+def rewrite(tree: ast.Module, filename: str) -> tuple[ast.Module, int]:
+    """Rewrite `tree` in place, its sites registered; returns it and the number of sites rewritten."""
+    tree, rewriter = _rewritten(tree, filename)
     for node, (lineno, api) in zip(rewriter.site_nodes, rewriter.sites):
         node.value = runtime.register_site(filename, lineno, api)
     return tree, rewriter.count
@@ -246,10 +252,7 @@ def compile_source(source: bytes | str, filename: str, extra_passes=(), target: 
         CACHE_STATS["miss"] += 1
     else:
         CACHE_STATS["uncached"] += 1
-    tree = ast.parse(source, filename=filename)
-    rewriter = _Rewriter(filename)
-    tree = rewriter.visit(tree)
-    ast.fix_missing_locations(tree)
+    tree, rewriter = _rewritten(ast.parse(source, filename=filename), filename)
     for extra in extra_passes:
         extra(tree, source, filename)
     code = compile(tree, filename, "exec", dont_inherit=True)
