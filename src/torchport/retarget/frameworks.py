@@ -62,11 +62,15 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     """
     environ = os.environ if environ is None else environ
     restore(environ)  # settings of an earlier activation in this process are not the user's
+    lightning = any(installed(package) for package in _LIGHTNING_PACKAGES)
+    accelerate = installed("accelerate")
+    if not (lightning or accelerate):
+        return []  # nothing to steer: the profile is not read
     names = framework_names(retarget.backend)
     notes = []
-    if installed("accelerate"):
+    if accelerate:
         notes.append(("Accelerate / transformers Trainer", ("accelerate",), _steer_accelerate(retarget, names, environ)))
-    if any(installed(package) for package in _LIGHTNING_PACKAGES):
+    if lightning:
         notes.append(("PyTorch Lightning", _LIGHTNING_PACKAGES, _steer_lightning(retarget, names, environ)))
     for topic, modules, note in notes:
         # Reported where the program used the library (the setting itself must be in place before it
