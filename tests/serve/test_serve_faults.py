@@ -296,6 +296,18 @@ def test_a_postprocess_that_keeps_rejecting_the_primarys_outputs_opens_the_break
         assert (answer.role, answer.routed) == ("fallback", "breaker_open")
 
 
+def test_a_probe_checks_the_postprocess_too_so_the_breaker_stays_open_while_it_rejects_the_primary():
+    with Deployment(lambda: {"model": TupleOnPrimary(), "postprocess": tensor_only}, primary=PRIMARY,
+                    fallback="cpu", failure_threshold=1, reset_after_s=0, recovery_successes=1) as deployment:
+        assert deployment.predict({"inputs": sample(1)}).failover == "bad_output"
+        for _ in range(3):  # each request routed to the fallback starts a probe, which fails
+            answer = deployment.predict({"inputs": sample(1)})
+            assert (answer.role, answer.routed) == ("fallback", "breaker_open")
+            assert deployment.flush()
+            assert deployment.breaker.state == OPEN
+        assert 'torchport_serve_probes_total{result="failure"}' in exposition(deployment)
+
+
 def test_a_postprocess_that_raises_on_every_device_is_a_500_counted_and_not_charged_to_the_primary():
     def broken(outputs):
         raise KeyError("label_map")

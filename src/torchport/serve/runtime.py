@@ -457,7 +457,7 @@ class Deployment:
         started = time.perf_counter()
         batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
         try:
-            answer = self.batcher(inputs) if batched else self._route_and_run(inputs)
+            answer = self.batcher(inputs) if batched else self._route_and_run(inputs, postprocess)
             if postprocess:
                 self._postprocess(answer, inputs)
         except ServeError as error:
@@ -496,11 +496,13 @@ class Deployment:
         answer.outputs, answer.body, answer.role, answer.device = outputs, body, FALLBACK, self.fallback.name
         answer.failover = "bad_output"
 
-    def _route_and_run(self, inputs: Any) -> Answer:
+    def _route_and_run(self, inputs: Any, postprocess: bool = False) -> Answer:
+        """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
+        primary then checks that its outputs pass the postprocess too)."""
         if not self.breaker.allows_primary():
             self.metrics.routed_to_fallback("breaker_open")
             if self.breaker.try_start_probe():
-                self._background.submit(self._probe, inputs, bounded=False)
+                self._background.submit(self._probe, inputs, postprocess, bounded=False)
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
         if not self._canary_pick.pick():
             self.metrics.routed_to_fallback("canary")
@@ -591,15 +593,33 @@ class Deployment:
                 pass
 
     # -- background work -----------------------------------------------------------------------
-    def _probe(self, inputs: Any) -> None:
+    def _probe(self, inputs: Any, postprocess: bool = False) -> None:
+        """A background call of the primary with a live request's inputs: it succeeds as a live request
+        would (an answer, in time, finite, within the contract and, for a postprocessed request,
+        accepted by the postprocess unless the postprocess rejects the fallback's outputs as well)."""
         try:
-            self._call_primary(inputs)
+            outputs = self._call_primary(inputs)
+            if postprocess:
+                self._postprocess_accepts(outputs, inputs)
         except _DeviceFailure:
             self.breaker.record_failure(probe=True)
             self.metrics.probe(False)
             return
         self.breaker.record_success(probe=True)
         self.metrics.probe(True)
+
+    def _postprocess_accepts(self, outputs: Any, inputs: Any) -> None:
+        """Raise bad_output when the postprocess rejects the primary's `outputs` but not the fallback's."""
+        try:
+            self.spec.postprocess(outputs)
+            return
+        except Exception as error:
+            failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
+        try:
+            self.spec.postprocess(self.fallback.run(inputs))
+        except Exception:  # the postprocess, not the primary, is at fault
+            return
+        raise failure
 
     def _start_shadow(self, inputs: Any, answer: Answer) -> None:
         if answer.failover or answer.routed == "breaker_open":
