@@ -11,6 +11,7 @@ import textwrap
 import pytest
 import torch
 import torch.distributed as dist
+from gloo_teardown import TEARDOWN_ABORT, relaunched
 
 from torchport import emulated as device
 from torchport.emulated import distributed
@@ -151,11 +152,9 @@ def _torchrun(tmp_path, name: str, *arguments: str) -> list[dict]:
     out.mkdir()
     environment = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *arguments, str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, cwd=tmp_path)
-    if result.returncode != 0 and "terminate called without an active exception" in result.stderr:
-        # gloo's threads can abort a process at interpreter exit on a loaded machine (seen with plain
-        # PyTorch too): retry the launch once; the same abort twice fails the test.
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, cwd=tmp_path)
+    result = relaunched(
+        lambda: subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, cwd=tmp_path),
+        lambda result: result.returncode != 0 and TEARDOWN_ABORT in result.stderr)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt") for rank in range(2)]
 

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gloo_teardown import TEARDOWN_ABORT, relaunched
 
 from torchport.cli.main import main
 
@@ -53,8 +54,10 @@ def _fixed_copy(project: str, tmp_path: Path, capsys) -> Path:
 
 def _run(command: list[str], cwd: Path, **extra: str) -> dict:
     """The last RESULT the program printed; the program's own error when it printed none."""
-    completed = subprocess.run(command, cwd=cwd, env=_environment(**extra), capture_output=True, text=True,
-                               timeout=240)
+    completed = relaunched(
+        lambda: subprocess.run(command, cwd=cwd, env=_environment(**extra), capture_output=True, text=True,
+                               timeout=240),
+        lambda completed: completed.returncode != 0 and TEARDOWN_ABORT in completed.stderr)
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith("RESULT "):
             assert completed.returncode == 0, completed.stderr[-3000:]

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from gloo_teardown import TEARDOWN_ABORT, relaunched
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 CUDA_DIR = CORPUS / "cuda"
@@ -147,18 +148,11 @@ def _command(program: Program, form: str, use_dir: Path) -> tuple[list[str], Pat
     return prefix + [str(side / program.entry)], None
 
 
-# gloo's worker threads can abort a process at interpreter exit, after the program finished and
-# printed its result ("terminate called without an active exception", SIGABRT); seen on a loaded
-# machine with plain-PyTorch twins as well as retargeted runs. Such a launch is retried once; any
-# other failure, or the same abort twice, fails the test.
-_TEARDOWN_ABORT = "terminate called without an active exception"
-
-
 def _execute(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
-    outcome = _execute_once(command, cwd, scratch)
-    if command[: len(TORCHRUN)] == TORCHRUN and outcome.returncode != 0 and _TEARDOWN_ABORT in outcome.stderr:
-        outcome = _execute_once(command, cwd, scratch)
-    return outcome
+    """One launch; a torchrun launch that ends in gloo's teardown abort is relaunched (gloo_teardown)."""
+    torchrun = command[: len(TORCHRUN)] == TORCHRUN
+    return relaunched(lambda: _execute_once(command, cwd, scratch),
+                      lambda outcome: torchrun and outcome.returncode != 0 and TEARDOWN_ABORT in outcome.stderr)
 
 
 def _execute_once(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
