@@ -7,7 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write", "default_cache_dir"]
+__all__ = ["atomic_write", "default_cache_dir", "cache_write"]
 
 
 def default_cache_dir() -> Path:
@@ -48,3 +48,25 @@ def atomic_write(path: str | os.PathLike, content: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def cache_write(path: str | os.PathLike, blob: bytes) -> bool:
+    """Write a cache entry in one step (a temporary file renamed over it, not flushed to disk: a lost
+    entry only costs the work it saved). False when it could not be written (a read-only folder)."""
+    folder = os.path.dirname(os.fspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(blob)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return False
+    return True

@@ -92,3 +92,21 @@ def test_check_cli_accepts_the_run_aliases(tmp_path):
         )
         assert result.returncode in (0, 1), result.stderr
         assert json.loads(output.read_text())["target"]["name"] == name
+
+
+def test_an_edited_profile_is_read_again_and_a_damaged_cache_entry_is_parsed_over(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHPORT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("sys.dont_write_bytecode", False)
+    path = tmp_path / "trn1.yaml"
+    path.write_text("extends: neuron\nname: trnone\nmemory_bytes: 1024\nemulated_name: trnone-emulated\n")
+    assert profiles.load(path).memory_bytes == 1024
+    entries = list((tmp_path / "cache" / "profiles").glob("trn1.*"))
+    assert len(entries) == 1  # the parsed document is kept
+    assert profiles.load(path).memory_bytes == 1024  # read back
+    path.write_text("extends: neuron\nname: trnone\nmemory_bytes: 4096\nemulated_name: trnone-emulated\n")
+    assert profiles.load(path).memory_bytes == 4096  # the edit is seen at once
+    entries[0].write_bytes(b"\x00garbage")
+    assert profiles.load(path).memory_bytes == 4096
+    path.write_text("extends: neuron\nname: trnone\nmemory_bytes: [\n")
+    with pytest.raises(ProfileError, match="Cannot read profile"):
+        profiles.load(path)  # a YAML error is still reported, whatever the cache holds

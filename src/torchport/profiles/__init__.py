@@ -12,11 +12,11 @@ keys it names.
 
 from __future__ import annotations
 
+import marshal
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from torchport.backends import EMULATED_SUFFIX as _SUFFIX
 from torchport.errors import ProfileError
@@ -214,16 +214,59 @@ def _merge(base: dict, override: dict) -> dict:
 
 
 def _read(path: Path) -> dict:
-    try:
-        document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, yaml.YAMLError) as error:
-        raise ProfileError(f"Cannot read profile {str(path)!r}: {error}. Fix the file or pass another target.") from error
+    document = _parsed(path)
     if not isinstance(document, dict):
         raise ProfileError(f"Profile {str(path)!r} is not a mapping. Start from torchport/profiles/neuron.yaml.")
     parent = document.pop("extends", None)
     if parent:
         document = _merge(_read(_find(parent)), document)
     return document
+
+
+#: Bumped when the layout of a parsed-profile cache entry changes.
+_PARSED_FORMAT = 1
+
+
+def _parsed(path: Path):
+    """The YAML document in `path`, parsed (read back from the cache when the file is unchanged: the
+    YAML parser is most of what loading a profile costs at start-up)."""
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise ProfileError(f"Cannot read profile {str(path)!r}: {error}. Fix the file or pass another target.") from error
+    stamp = (_PARSED_FORMAT, str(path.resolve()), status.st_mtime_ns, status.st_size)
+    entry = _parsed_entry(stamp)
+    try:
+        with open(entry, "rb") as handle:
+            cached_stamp, document = marshal.loads(handle.read())
+        if cached_stamp == stamp:
+            return document
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    import yaml
+
+    try:
+        document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as error:
+        raise ProfileError(f"Cannot read profile {str(path)!r}: {error}. Fix the file or pass another target.") from error
+    if not sys.dont_write_bytecode:
+        try:
+            blob = marshal.dumps((stamp, document))
+        except ValueError:  # a value marshal cannot hold (a YAML date): parsed each time
+            return document
+        from torchport.fileio import cache_write
+
+        cache_write(entry, blob)
+    return document
+
+
+def _parsed_entry(stamp: tuple) -> Path:
+    import hashlib
+
+    from torchport.fileio import default_cache_dir
+
+    where = hashlib.blake2b(stamp[1].encode(), digest_size=12).hexdigest()
+    return default_cache_dir() / "profiles" / f"{Path(stamp[1]).stem}.{where}.marshal"
 
 
 def _validate(document: dict, path: Path) -> None:

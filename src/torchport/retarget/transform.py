@@ -32,7 +32,6 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 import types
 
 from torchport.retarget import runtime
@@ -357,20 +356,8 @@ def _write_entry(path: str, key: bytes, code: types.CodeType, sites: tuple) -> N
     """Write the entry atomically (a temporary file renamed over it); a failure only costs the cache."""
     payload = marshal.dumps((code, sites))
     blob = _CACHE_FORMAT + key + hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest() + payload
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    except OSError:
+    from torchport.fileio import cache_write
+
+    if not cache_write(path, blob):
         return  # a read-only cache folder: rewrite each time
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(blob)
-        os.replace(temporary, path)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        return
     CACHE_STATS["written"] += 1
