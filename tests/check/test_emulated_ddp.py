@@ -154,7 +154,7 @@ def _torchrun(tmp_path, name: str, *arguments: str) -> list[dict]:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *arguments, str(out)]
     result = relaunched(
         lambda: subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, cwd=tmp_path),
-        lambda result: result.returncode != 0 and TEARDOWN_ABORT in result.stderr)
+        lambda result: result.returncode != 0 and TEARDOWN_ABORT in result.stderr, folder=out)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt") for rank in range(2)]
 

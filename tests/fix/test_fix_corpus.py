@@ -154,8 +154,9 @@ def _results(paths: list[Path]) -> dict[str, tuple[object, str]]:
     return {path: (result, error) for path, (result, error) in merged.items()}
 
 
-def _result(command: list[str], cwd: Path) -> tuple[object, str]:
-    """The program's last RESULT, or None and its error; relaunched after gloo's teardown abort."""
+def _result(command: list[str], cwd: Path, relaunch_in: Path | None = None) -> tuple[object, str]:
+    """The program's last RESULT, or None and its error; relaunched after gloo's teardown abort, with
+    what the aborted launch wrote in `relaunch_in` removed (give it only where nothing else runs)."""
     def launch() -> tuple[object, str]:
         completed = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=300)
         for line in reversed(completed.stdout.splitlines()):
@@ -163,7 +164,8 @@ def _result(command: list[str], cwd: Path) -> tuple[object, str]:
                 return json.loads(line[len("RESULT "):]), ""
         return None, f"exit {completed.returncode}: {completed.stderr[-1500:]}"
 
-    return relaunched(launch, lambda outcome: outcome[0] is None and TEARDOWN_ABORT in outcome[1])
+    return relaunched(launch, lambda outcome: outcome[0] is None and TEARDOWN_ABORT in outcome[1],
+                      folder=relaunch_in)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +175,8 @@ def fixed_corpus(tmp_path_factory):
     shutil.copytree(CORPUS / "cuda", root / "cuda", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(OWN, root / "own", ignore=shutil.ignore_patterns("__pycache__"))
     assert main(["fix", "--unsafe-fixes", "--exit-zero", str(root)]) == 0
+    # unfixed copies, run under torchport run as the twins of the mined programs
+    shutil.copytree(OWN, root / "originals", ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 
@@ -190,13 +194,14 @@ def test_fixed_programs_run_with_plain_python_and_match_their_twins(fixed_corpus
     twins = {name: CORPUS / "ported" / original.name for name, original in selected if original.parent != OWN}
     batched = [path for name, path in [*fixed.items(), *twins.items()] if name not in SPAWNING]
     outcomes = _results(batched)
-    own = [(name, original) for name, original in selected if original.parent == OWN]
+    own = [(name, fixed_corpus / "originals" / original.name) for name, original in selected if original.parent == OWN]
     with ThreadPoolExecutor(max_workers=2) as pool:
         retargeted = dict(zip([name for name, _ in own], pool.map(
             lambda item: _result([sys.executable, "-m", "torchport", "run", "--device", "cpu", "--precision", "keep",
                                   str(item[1])], item[1].parent), own)))
     for name in SPAWNING:
-        outcomes[str(fixed[name])] = _result([sys.executable, str(fixed[name])], fixed[name].parent)
+        outcomes[str(fixed[name])] = _result([sys.executable, str(fixed[name])], fixed[name].parent,
+                                             relaunch_in=fixed[name].parent)
         if name in twins:
             outcomes[str(twins[name])] = _result([sys.executable, str(twins[name])], twins[name].parent)
     problems = []
@@ -217,7 +222,7 @@ def test_fixed_programs_run_with_plain_python_and_match_their_twins(fixed_corpus
             assert twin is not None, f"{name} under torchport run failed: {twin_error}"
         same = result == twin
         if name in OTHER_PATH and same:
-            problems.append(f"{name} now matches its twin: drop it from OTHER_PATH")
+            problems.append(f"{name} now matches its twin ({result}): drop it from OTHER_PATH")
         elif name not in OTHER_PATH and not same:
             problems.append(f"{name}: RESULT differs from its twin: {result} != {twin}")
     assert not problems, "\n".join(problems)
@@ -227,7 +232,7 @@ def test_fixed_programs_run_with_plain_python_and_match_their_twins(fixed_corpus
 def test_fixed_ddp_program_runs_under_torchrun(fixed_corpus):
     original = CORPUS / "cuda" / f"{TORCHRUN_PROGRAM}.py"
     fixed = fixed_corpus / "cuda" / original.name
-    result, error = _result([*TORCHRUN, str(fixed)], fixed.parent)
+    result, error = _result([*TORCHRUN, str(fixed)], fixed.parent, relaunch_in=fixed.parent)
     assert result is not None, error
     twin, twin_error = _result([*TORCHRUN, str(CORPUS / "ported" / original.name)], CORPUS / "ported")
     assert twin is not None, twin_error

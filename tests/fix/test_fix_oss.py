@@ -57,7 +57,7 @@ def _run(command: list[str], cwd: Path, **extra: str) -> dict:
     completed = relaunched(
         lambda: subprocess.run(command, cwd=cwd, env=_environment(**extra), capture_output=True, text=True,
                                timeout=240),
-        lambda completed: completed.returncode != 0 and TEARDOWN_ABORT in completed.stderr)
+        lambda completed: completed.returncode != 0 and TEARDOWN_ABORT in completed.stderr, folder=cwd)
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith("RESULT "):
             assert completed.returncode == 0, completed.stderr[-3000:]

@@ -152,7 +152,8 @@ def _execute(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
     """One launch; a torchrun launch that ends in gloo's teardown abort is relaunched (gloo_teardown)."""
     torchrun = command[: len(TORCHRUN)] == TORCHRUN
     return relaunched(lambda: _execute_once(command, cwd, scratch),
-                      lambda outcome: torchrun and outcome.returncode != 0 and TEARDOWN_ABORT in outcome.stderr)
+                      lambda outcome: torchrun and outcome.returncode != 0 and TEARDOWN_ABORT in outcome.stderr,
+                      folder=scratch if cwd is None else None)  # only a launch's own folder is reset
 
 
 def _execute_once(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
