@@ -151,6 +151,8 @@ def _command(program: Program, form: str, use_dir: Path) -> tuple[list[str], Pat
 def _execute(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
     """One launch; a torchrun launch that ends in gloo's teardown abort is relaunched (gloo_teardown)."""
     torchrun = command[: len(TORCHRUN)] == TORCHRUN
+    if cwd is None:
+        scratch.mkdir(parents=True, exist_ok=True)
     return relaunched(lambda: _execute_once(command, cwd, scratch),
                       lambda outcome: torchrun and outcome.returncode != 0 and TEARDOWN_ABORT in outcome.stderr,
                       folder=scratch if cwd is None else None)  # only a launch's own folder is reset
