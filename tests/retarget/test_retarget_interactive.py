@@ -92,3 +92,32 @@ def test_ipython_cells_after_use_are_retargeted(tmp_path):
     )
     (tmp_path / "cells.py").write_text(script)
     _check(_run(["cells.py"], tmp_path))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ipykernel") is None or importlib.util.find_spec("jupyter_client") is None,
+                    reason="ipykernel and jupyter_client are not installed")
+def test_jupyter_kernel_cells_after_use_are_retargeted(tmp_path):
+    """A real Jupyter kernel (ipykernel, driven over its messaging protocol as a notebook drives it)."""
+    from jupyter_client.manager import start_new_kernel
+
+    env = {**os.environ}
+    env.pop("TORCHPORT_QUIET", None)
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=env, startup_timeout=120)
+    stdout, stderr, errors = [], [], []
+
+    def collect(message):
+        kind, content = message["header"]["msg_type"], message["content"]
+        if kind == "stream":
+            (stdout if content["name"] == "stdout" else stderr).append(content["text"])
+        elif kind == "error":
+            errors.append(f"{content['ename']}: {content['evalue']}")
+
+    try:
+        for cell in ["import torch\nbefore = torch.zeros(2)", USE, "\n".join(AFTER)]:
+            client.execute_interactive(cell, output_hook=collect, timeout=120)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert not errors, errors
+    result = subprocess.CompletedProcess([], 0, "".join(stdout), "".join(stderr))
+    _check(result)
