@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from gloo_teardown import TEARDOWN_ABORT, relaunched
 
+from torchport.backends.cpu import has_native_bf16
 from torchport.cli.main import main
 
 HERE = Path(__file__).resolve().parent
@@ -38,15 +39,6 @@ OWN = HERE / "programs" / "cuda"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 #: The one DDP program run under torchrun here (slow); the others are fixed and scanned only.
 TORCHRUN_PROGRAM = "05_ddp_basic"
-
-def _cpu_has_native_bf16() -> bool:
-    """What the hand-ported twins ask (tests/scenarios/corpus/ported/49_capability_bf16.py)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return False
-    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-
 
 #: Programs that do not run after fix, and why a person must finish them.
 DOES_NOT_RUN: dict[str, str] = {}
@@ -59,10 +51,12 @@ OTHER_PATH = {
     "47_custom_fwd": "torch.cuda.amp.custom_fwd/custom_bwd decorators are left for a person: they cast only "
     "under CUDA autocast, so the fixed function runs uncast here",
     "nanogpt_style": "bf16 support is asked of the machine (no accelerator: float16 with a disabled autocast "
-    "context, i.e. float32, nanoGPT's own CPU path), where torchport run answers as CUDA (bfloat16)",
+    "context, i.e. float32, nanoGPT's own CPU path), where torchport run answers as CUDA and autocasts (bfloat16 "
+    "where the CPU has native bf16, else float16)",
 }
-if _cpu_has_native_bf16():
-    # The twin asks the CPU for native bf16, the fixed program the accelerator's capability.
+if has_native_bf16():
+    # The twin asks the CPU for native bf16 (the flags of the cpu profile), the fixed program the
+    # accelerator's capability.
     OTHER_PATH["49_capability_bf16"] = ("the twin chooses bfloat16 because this CPU has native bf16; the fixed "
                                         "program asks for an accelerator's compute capability (there is none "
                                         "here) and chooses float16")
@@ -156,7 +150,7 @@ def _results(paths: list[Path]) -> dict[str, tuple[object, str]]:
 
 def _result(command: list[str], cwd: Path, relaunch_in: Path | None = None) -> tuple[object, str]:
     """The program's last RESULT, or None and its error; relaunched after gloo's teardown abort, with
-    what the aborted launch wrote in `relaunch_in` removed (give it only where nothing else runs)."""
+    `relaunch_in` put back as it was first (give it only where nothing else runs)."""
     def launch() -> tuple[object, str]:
         completed = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=300)
         for line in reversed(completed.stdout.splitlines()):
