@@ -308,6 +308,34 @@ def test_a_probe_checks_the_postprocess_too_so_the_breaker_stays_open_while_it_r
         assert 'torchport_serve_probes_total{result="failure"}' in exposition(deployment)
 
 
+class FailsOnceOnPrimary(torch.nn.Module):
+    def __init__(self, failures: list):
+        super().__init__()
+        self.model, self.failures = make_linear(), failures
+
+    def forward(self, inputs):
+        if on_primary(inputs) and self.failures:
+            raise RuntimeError(self.failures.pop())
+        return self.model(inputs)
+
+
+def test_a_probe_does_not_blame_the_primary_for_a_postprocess_that_rejects_every_device():
+    def broken(outputs):
+        raise KeyError("label_map")
+
+    failures = ["device lost"]  # shared by the copies on both devices: the primary's first call fails
+    with Deployment(lambda: {"model": FailsOnceOnPrimary(failures), "postprocess": broken}, primary=PRIMARY,
+                    fallback="cpu", failure_threshold=1, reset_after_s=0, recovery_successes=1) as deployment:
+        failures.append("device lost")  # the warm-up took the first one
+        with pytest.raises(PostprocessFailed):
+            deployment.predict({"inputs": sample(1)})
+        assert deployment.breaker.state == OPEN  # the primary did fail
+        with pytest.raises(PostprocessFailed):
+            deployment.predict({"inputs": sample(1)})  # routed to the fallback; its probe runs the primary
+        assert deployment.flush()
+        assert deployment.breaker.state == CLOSED  # the primary answered; the postprocess is at fault
+
+
 def test_a_postprocess_that_raises_on_every_device_is_a_500_counted_and_not_charged_to_the_primary():
     def broken(outputs):
         raise KeyError("label_map")

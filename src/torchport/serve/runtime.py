@@ -478,23 +478,38 @@ class Deployment:
         """Set `answer.body`. When the factory's postprocess raises on the primary's outputs, the
         request fails over ('bad_output') and the fallback's outputs are postprocessed instead; when
         it raises on the fallback's too, the postprocess itself is at fault (PostprocessFailed, 500)."""
-        try:
-            answer.body = self.spec.postprocess(answer.outputs)
-            return
-        except Exception as error:
-            if answer.role != PRIMARY:
+        if answer.role != PRIMARY:
+            try:
+                answer.body = self.spec.postprocess(answer.outputs)
+            except Exception as error:
                 raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the "
                                         f"outputs of {answer.device!r}. Fix the postprocess; the outputs were computed.") from error
-            failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
-        outputs = self._fallback_only(inputs)
-        try:
-            body = self.spec.postprocess(outputs)
-        except Exception as error:  # the postprocess, not the primary, is at fault: the breaker is not charged
-            raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
-                                    "of both devices. Fix the postprocess; the outputs were computed.") from error
+            return
+        body, rejected = self._judge_postprocess(answer.outputs, inputs)
+        if rejected is None:
+            answer.body = body
+            return
+        failure, outputs = rejected
         self._primary_failed(failure)
         answer.outputs, answer.body, answer.role, answer.device = outputs, body, FALLBACK, self.fallback.name
         answer.failover = "bad_output"
+
+    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, tuple[_DeviceFailure, Any] | None]:
+        """The postprocess on the primary's `outputs`, judged as for a live request: (body, None) when it
+        takes them; (the fallback's body, (bad_output failure, the fallback's outputs)) when it rejects
+        them but takes the fallback's; PostprocessFailed when it rejects both (the postprocess, not
+        the primary, is at fault: the breaker is not charged)."""
+        try:
+            return self.spec.postprocess(outputs), None
+        except Exception as error:
+            failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
+        fallback_outputs = self._fallback_only(inputs)
+        try:
+            body = self.spec.postprocess(fallback_outputs)
+        except Exception as error:
+            raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
+                                    "of both devices. Fix the postprocess; the outputs were computed.") from error
+        return body, (failure, fallback_outputs)
 
     def _route_and_run(self, inputs: Any, postprocess: bool = False) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
@@ -600,26 +615,18 @@ class Deployment:
         try:
             outputs = self._call_primary(inputs)
             if postprocess:
-                self._postprocess_accepts(outputs, inputs)
+                try:
+                    _, rejected = self._judge_postprocess(outputs, inputs)
+                except ServeError:  # the postprocess or the fallback is at fault, not the primary
+                    rejected = None
+                if rejected is not None:
+                    raise rejected[0]
         except _DeviceFailure:
             self.breaker.record_failure(probe=True)
             self.metrics.probe(False)
             return
         self.breaker.record_success(probe=True)
         self.metrics.probe(True)
-
-    def _postprocess_accepts(self, outputs: Any, inputs: Any) -> None:
-        """Raise bad_output when the postprocess rejects the primary's `outputs` but not the fallback's."""
-        try:
-            self.spec.postprocess(outputs)
-            return
-        except Exception as error:
-            failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
-        try:
-            self.spec.postprocess(self.fallback.run(inputs))
-        except Exception:  # the postprocess, not the primary, is at fault
-            return
-        raise failure
 
     def _start_shadow(self, inputs: Any, answer: Answer) -> None:
         if answer.failover or answer.routed == "breaker_open":
