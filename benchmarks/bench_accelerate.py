@@ -211,11 +211,11 @@ def main() -> int:
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     from torchport.backends import resolve
-    from torchport.backends.cpu import cpu_flags
+    from torchport.backends.cpu import cpu_flags, has_native_bf16
 
     flags = cpu_flags()
     preferred = resolve("cpu").preferred_precision
-    fast_bf16 = "avx512_bf16" in flags or "amx_bf16" in flags
+    fast_bf16 = has_native_bf16()  # the cpu profile's flags (the fact --precision auto follows)
     print(f"CPU bf16 flags: avx512_bf16={'avx512_bf16' in flags} amx_bf16={'amx_bf16' in flags}; "
           f"--precision auto on cpu -> {preferred}; OMP_NUM_THREADS={ENV['OMP_NUM_THREADS']}; "
           f"clock: {'process CPU time' if args.clock == 'cpu' else 'wall'}; the machine may be shared", flush=True)
