@@ -52,7 +52,9 @@ def atomic_write(path: str | os.PathLike, content: str | bytes) -> None:
 
 def cache_write(path: str | os.PathLike, blob: bytes) -> bool:
     """Write a cache entry in one step (a temporary file renamed over it, not flushed to disk: a lost
-    entry only costs the work it saved). False when it could not be written (a read-only folder)."""
+    entry only costs the work it saved). False when it could not be written (a read-only folder).
+    Not `atomic_write`: that one flushes to disk and reads the process umask by setting it, which a
+    write during a threaded import must not do; cache entries stay private to the user (mode 0600)."""
     folder = os.path.dirname(os.fspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
