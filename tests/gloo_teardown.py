@@ -2,7 +2,8 @@
 
 gloo's worker threads can abort a process at interpreter exit, after the program has finished and
 printed its result ("terminate called without an active exception", SIGABRT). On this 2-core machine
-it ends about one launch in eight, of plain PyTorch programs and retargeted ones alike (an upstream
+it ends about one launch in eight when the machine is quiet and more under the test suite's own load
+(three in a row seen), of plain PyTorch programs and retargeted ones alike (an upstream
 problem: pytorch/pytorch#190489). A launch that ends that way is started again, up to LAUNCHES in
 all, from the state it started in (its folder is put back as it was: a training script would
 otherwise resume from the snapshot the aborted launch wrote); any other failure, or that abort every
@@ -20,7 +21,7 @@ from typing import Callable, TypeVar
 __all__ = ["TEARDOWN_ABORT", "LAUNCHES", "relaunched"]
 
 TEARDOWN_ABORT = "terminate called without an active exception"
-LAUNCHES = 3
+LAUNCHES = 5
 Outcome = TypeVar("Outcome")
 
 
