@@ -214,7 +214,12 @@ class Model(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), batch_size=4)
 options = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
-trainer = pl.Trainer(accelerator="gpu", devices=[0], **options) if FORM == "gpu" else pl.Trainer(**options)
+if FORM == "gpu":
+    trainer = pl.Trainer(accelerator="gpu", devices=[0], **options)
+elif FORM == "auto":
+    trainer = pl.Trainer(**options)
+else:  # every argument written out, the accelerator left at its default
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 trainer.fit(Model(), data)
 print("device=" + trainer.strategy.root_device.type)
 """
@@ -222,9 +227,11 @@ print("device=" + trainer.strategy.root_device.type)
 
 @pytest.mark.skipif(not (_installed("lightning") or _installed("pytorch_lightning")), reason="needs Lightning")
 @pytest.mark.parametrize("form, device, device_type", [
-    ("gpu", "cpu", "cpu"), ("auto", "cpu", "cpu"), ("gpu", "neuron-emulated", "emulated")])
+    ("gpu", "cpu", "cpu"), ("auto", "cpu", "cpu"), ("gpu", "neuron-emulated", "emulated"),
+    ("auto", "neuron-emulated", "emulated"), ("default", "neuron-emulated", "emulated")])
 def test_lightning_trainer_for_the_gpu_trains_on_the_target(program, form, device, device_type):
-    # neuron-emulated: Lightning has no accelerator for it; an Accelerator subclass on the target places it
+    # neuron-emulated: Lightning has no accelerator for it; an Accelerator subclass on the target places
+    # it, also for Trainer() left at accelerator="auto" (the GPU, on a GPU machine)
     result = program(f"FORM = {form!r}\n" + LIGHTNING, "--device", device)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values()["device"] == device_type

@@ -19,8 +19,10 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   GPU-style `devices=[0, 1]` / `-1` turned into a process count on the CPU. Where Lightning has no
   accelerator of its own for the target (Neuron, the emulated device, ...), `accelerator="gpu"`
   becomes an instance of Lightning's `Accelerator` API placing on the target backend's devices (with
-  `SingleDeviceStrategy(device=...)` for one device), and `Trainer()` left at `"auto"` is not steered:
-  the report says so.
+  `SingleDeviceStrategy(device=...)` for one device). On a GPU machine `"auto"` is the GPU, so there
+  `Trainer()` / `Fabric()` left at `"auto"` (no setting names an accelerator Lightning does not know)
+  get the same Accelerator where the application calls them (`framework_defaults`, called by
+  `runtime.framework_call` for callees spelled `Trainer` or `Fabric`).
 
 The environment is inherited by child processes (DataLoader workers, spawned ranks), which take the
 same decisions.
@@ -31,10 +33,12 @@ from __future__ import annotations
 import os
 
 from torchport.backends.base import package_installed
-__all__ = ["steer", "framework_names", "framework_keywords", "lightning_keywords", "training_arguments_keywords"]
+__all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "lightning_keywords",
+           "training_arguments_keywords"]
 
 _TRUE = ("1", "true", "yes", "on")
-_LIGHTNING_CUDA_NAMES = ("gpu", "cuda")
+#: accelerator names that mean the GPU on a GPU machine ("auto" picks it there).
+_LIGHTNING_CUDA_NAMES = ("gpu", "cuda", "auto")
 _LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning", "lightning_fabric")
 
 
@@ -124,9 +128,8 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
     own = names.get("lightning")
     if not own:
         return (f"PyTorch Lightning has no accelerator of its own for {retarget.backend.name}: "
-                "accelerator='gpu' / 'cuda' written in the application runs there through a Lightning "
-                "Accelerator built on the target backend; Trainer() left at accelerator='auto' is not "
-                "steered (Lightning uses the device it finds)")
+                "Trainer() / Fabric() called in the application with accelerator 'auto' (the default), "
+                "'gpu' or 'cuda' run there through a Lightning Accelerator built on the target backend")
     setting = _set(environ, "PL_TRAINER_ACCELERATOR", own)
     return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
 
@@ -137,6 +140,30 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
         lightning_keywords(kwargs, site, function)
     if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
+
+
+def framework_defaults(function, kwargs: dict, site: int) -> None:
+    """A framework class called without the keyword that names its device: Lightning's `Trainer()` /
+    `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine. Where Lightning has a
+    name for the target, its environment default (set by `steer`) already says it."""
+    if "accelerator" not in kwargs and _is_lightning(function) and _takes_accelerator(function) \
+            and not framework_names(_current_backend()).get("lightning"):
+        lightning_keywords(kwargs, site, function, default="auto")
+
+
+def _current_backend():
+    from torchport.retarget import state
+
+    return state.current().backend
+
+
+def _takes_accelerator(function) -> bool:
+    import inspect
+
+    try:
+        return "accelerator" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _is_lightning(function) -> bool:
@@ -188,14 +215,15 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         runtime.HITS[site] += 1
 
 
-def lightning_keywords(kwargs: dict, site: int, function=None) -> None:
+def lightning_keywords(kwargs: dict, site: int, function=None, default: str | None = None) -> None:
     """`Trainer(accelerator="gpu", devices=[0])` leaving the application: the target's Lightning name.
 
-    Called by `runtime.call` for a call into a torch-based library that passes `accelerator=`.
+    Called by `runtime.call` for a call into a torch-based library that passes `accelerator=`, and by
+    `framework_defaults` with `default="auto"` for a Lightning call that leaves it out.
     """
     from torchport.retarget import runtime, state
 
-    value = kwargs.get("accelerator")
+    value = kwargs.get("accelerator", default)
     if not isinstance(value, str) or value.lower() not in _LIGHTNING_CUDA_NAMES:
         return
     retarget = state.current()

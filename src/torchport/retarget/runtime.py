@@ -27,6 +27,7 @@ __all__ = [
     "bind_facades",
     "register_site",
     "call",
+    "framework_call",
     "facade",
     "from_import",
     "cuda_only_import_failed",
@@ -160,6 +161,15 @@ def call(function, site: int, *args, **kwargs):
             # a framework choosing the device or precision itself (Lightning, transformers)
             frameworks.framework_keywords(function, kwargs, site)
     return function(*args, **kwargs)
+
+
+def framework_call(function, site: int, *args, **kwargs):
+    """`Trainer(...)` / `Fabric(...)`: a framework class choosing the device from its own defaults is
+    given the target where it leaves the application, as `call` does for what the application wrote."""
+    __tracebackhide__ = True
+    if leaves_application(function):
+        frameworks.framework_defaults(function, kwargs, site)
+    return call(function, site, *args, **kwargs)
 
 
 def to(site: int, obj, *args, **kwargs):

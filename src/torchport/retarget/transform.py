@@ -65,6 +65,10 @@ REWRITTEN_KEYWORDS = {
     "fp16": "call",
     "bf16": "call",
 }
+#: classes of frameworks that choose the device from their own defaults (Lightning's `Trainer()` and
+#: `Fabric()` left at accelerator="auto"): every call of a callee spelled so goes through
+#: runtime.framework_call, which decides from the callee itself whether it is the framework's.
+FRAMEWORK_CLASSES = {"Trainer", "Fabric"}
 #: attributes read through a helper.
 REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda"}
 #: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`.
@@ -171,6 +175,9 @@ class _Rewriter(ast.NodeTransformer):
             if helper == "to" and not node.args and not maps_keywords:
                 return node
             return self._helper_call(helper, node, f".{name}()", [receiver, *node.args], node.keywords)
+        if name in FRAMEWORK_CLASSES:
+            site = self._site(node.lineno, f"{name}()")
+            return self._helper("framework_call", [function, site, *node.args], node, node.keywords)
         if maps_keywords:
             # `f(..., device=v)` -> `__tp__.call(f, site, ..., device=v)`: the callee decides.
             site = self._site(node.lineno, _describe_keywords(node))
