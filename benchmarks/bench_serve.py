@@ -1,19 +1,23 @@
 """`torchport serve`'s cost, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_serve.py [--calls 200] [--rounds 15] [--block 1] [--requests 800] [--clients 4]
+    .venv/bin/python benchmarks/bench_serve.py [--calls 200] [--rounds 15] [--block 25] [--settle 2]
+                                               [--requests 800] [--clients 4] [--skip-http]
 
 1. In process: `Deployment.infer` (persistent-worker handoff with a timeout, finiteness check,
    breaker, metrics) against calling the model directly, with `Deployment(timeout_s=None)` (the
    primary in the caller's thread, no timeout) next to it, on two realistic models: an MLP (width
    1024, batch 32) and a small transformer encoder (2 layers, d_model 256, 4 heads, batch 4 x 32
-   tokens), each a few milliseconds a call on one idle thread. The three sides take turns call by
-   call (`--block N`: every N calls; the order rotates each round), so a slow spell of the shared
-   machine hits them alike. On an oversubscribed host the handoff's two thread wake-ups wait for
-   the scheduler, and more so right after the caller's thread has used its time slice on a direct
-   call; the breakdown printed last separates that wait from the handoff's own cost. Per round,
-   the ratio of each side's p50 and p99 to the direct call's; printed: the median ratio over the
-   rounds with a 95% bootstrap interval, and the ratio of the p99s pooled over every round.
-   Target: p99 overhead <= 5% (median over the rounds).
+   tokens), each a few milliseconds a call on one idle thread. The three sides take turns of
+   `--block` calls in a shuffled order, so a slow spell of the shared machine hits them alike, and
+   within a turn every call goes the way steady traffic goes. The first `--settle` calls of each
+   turn are made but not counted: they pay for the switch between sides (the weights another
+   side's copy pushed out of the caches, the other thread's core), which a deployment serving its
+   traffic never pays; taking turns call by call (`--block 1 --settle 0`) measures that switch,
+   and always for the same neighbours. Per round, the ratio of each side's p50 and p99 to the
+   direct call's; printed: the median ratio over the rounds with a 95% bootstrap interval, and the
+   ratio of the p99s pooled over every round. The breakdown printed last shows where the
+   handoff's time goes: its own round trip and the caller's wait beyond the model's time on the
+   worker (two thread wake-ups). Target: p99 overhead <= 5% (median over the rounds).
 2. Loopback HTTP load (uvicorn + Starlette, the load generator's threads in the same process, so
    they share the cores): throughput and p99 healthy, and with faults injected in the primary
    (2% exceptions, 1% NaN, 1% out of memory, 0.5% hangs past the timeout), every failing request
@@ -95,8 +99,10 @@ def bootstrap(values: list[float], resamples: int = 2000, seed: int = 0) -> tupl
     return statistics.median(values), medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 1) -> dict:
-    """Per round and side, p50 and p99 over `calls` calls, the sides taking turns every `block` calls."""
+def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 25, settle: int = 2,
+               seed: int = 0) -> dict:
+    """Per round and side, p50 and p99 over `calls` calls, the sides taking turns of `settle` calls not
+    counted then `block` counted ones, in an order shuffled every turn."""
     from torchport.serve import Deployment
 
     inputs = make_inputs()
@@ -113,17 +119,17 @@ def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 1) ->
         for function in sides.values():
             function()
     rounds_out, pooled = [], {name: [] for name in sides}
-    order = list(sides.items())
-    for round_index in range(rounds):
+    order, shuffle = list(sides.items()), random.Random(seed).shuffle
+    for _ in range(rounds):
         times = {name: [] for name in sides}
-        shift = round_index % len(order)
-        rotated = order[shift:] + order[:shift]
         for _ in range(max(1, calls // block)):
-            for name, function in rotated:
-                for _ in range(block):
+            shuffle(order)
+            for name, function in order:
+                for index in range(settle + block):
                     started = time.perf_counter()
                     function()
-                    times[name].append(time.perf_counter() - started)
+                    if index >= settle:
+                        times[name].append(time.perf_counter() - started)
         rounds_out.append({f"{name}_{stat}": (statistics.median(values) if stat == "p50" else percentile(values, 0.99))
                            for name, values in times.items() for stat in ("p50", "p99")})
         for name, values in times.items():
@@ -180,10 +186,12 @@ def handoff_breakdown(calls: int) -> None:
               "(two thread wake-ups: the worker's, then the caller's)")
 
 
-def report_in_process(title: str, result: dict, calls: int, rounds: int, block: int) -> bool:
+def report_in_process(title: str, result: dict, calls: int, rounds: int, block: int, settle: int) -> bool:
     rows, pooled = result["rounds"], result["pooled"]
     direct_p50 = statistics.median(pooled["direct"])
-    turns = "call by call" if block == 1 else f"in blocks of {block} calls"
+    turns = "call by call" if block == 1 else f"of {block} calls"
+    if settle:
+        turns += f" after {settle} not counted"
     print(f"in process, {title} ({result['parameters'] / 1e6:.2f}M parameters, fp32): direct call p50 {direct_p50 * 1e3:.2f} ms, p99 "
           f"{percentile(pooled['direct'], 0.99) * 1e3:.2f} ms ({rounds} rounds x {calls} calls a side, turns {turns})")
     met = True
@@ -245,19 +253,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved in-process rounds")
     parser.add_argument("--requests", type=int, default=800, help="HTTP requests per load test")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
-    parser.add_argument("--block", type=int, default=1,
-                        help="in-process calls a side makes before the next side's turn (1: call by call; a "
-                             "larger block is closer to steady traffic, where every call goes through the same path)")
+    parser.add_argument("--block", type=int, default=25,
+                        help="in-process calls a side makes (and counts) in each turn; 1: call by call")
+    parser.add_argument("--settle", type=int, default=2,
+                        help="calls a side makes at the start of each turn without counting them (the switch "
+                             "between sides); 0 with --block 1 measures the switch on every call")
     parser.add_argument("--skip-http", action="store_true", help="only the in-process comparison")
     args = parser.parse_args()
+    for name, value, least in (("--calls", args.calls, 1), ("--rounds", args.rounds, 2), ("--block", args.block, 1),
+                               ("--settle", args.settle, 0), ("--requests", args.requests, 1),
+                               ("--clients", args.clients, 1)):
+        if value < least:
+            parser.error(f"{name} {value} is too small: it must be at least {least}")
     torch.set_num_threads(1)
 
     with open("/proc/loadavg") as handle:
         print(f"load average at start: {' '.join(handle.read().split()[:3])} on {len(os.sched_getaffinity(0))} "
               "cores (shared machine)")
     for title, (factory, make_inputs) in MODELS.items():
-        report_in_process(title, in_process(factory, make_inputs, args.calls, args.rounds, args.block), args.calls,
-                          args.rounds, args.block)
+        result = in_process(factory, make_inputs, args.calls, args.rounds, args.block, args.settle)
+        report_in_process(title, result, args.calls, args.rounds, args.block, args.settle)
     handoff_breakdown(args.calls)
     if args.skip_http:
         return
