@@ -13,7 +13,8 @@
    module rewritten). Wall-clock and CPU time (user + system of the child) are both reported: on a
    shared machine CPU time is the steadier of the two. `--only startup` runs just this part.
 
-Runs alternate between the two sides so drift on a noisy machine hits both. Each overhead ratio is
+Runs alternate between the two sides so drift on a noisy machine hits both (the two overhead
+comparisons: 10 rounds, each side first in every other one; `--overhead-rounds`). Each overhead ratio is
 the geometric mean of the per-round ratios with a 95% confidence interval (Student's t on the log
 ratios); the upper bound is what counts against the target. Step statistics are medians over steps
 after warm-up.
@@ -133,12 +134,21 @@ def startup(rounds: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the precision part")
+    parser.add_argument("--overhead-rounds", type=int, default=10,
+                        help="rounds of the two overhead comparisons, GPT step and tiny ops (targets of 1%% and 5%%)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--precision-steps", type=int, default=20)
     parser.add_argument("--startup-rounds", type=int, default=20)
     parser.add_argument("--only", choices=["startup"], help="run one part only")
     args = parser.parse_args()
+    for name, value in (("--rounds", args.rounds), ("--overhead-rounds", args.overhead_rounds),
+                        ("--startup-rounds", args.startup_rounds)):
+        if value < 2:
+            parser.error(f"{name} {value} is too small: a confidence interval needs at least 2")
+    for name, value in (("--steps", args.steps), ("--precision-steps", args.precision_steps)):
+        if value <= 5:
+            parser.error(f"{name} {value} is too small: the first 5 steps are warm-up")
     if args.only == "startup":
         startup(args.startup_rounds)
         return 0
@@ -150,18 +160,25 @@ def main() -> int:
     device_retargeted, device_ported = [], []
     auto_steps, fp32_steps = [], []
     auto_loss = fp32_loss = None
-    for _ in range(args.rounds):
-        retargeted = _train([*torchport, "--precision", "keep", "train_gpt_cuda.py", "--no-amp"], args.steps)
-        ported = _train([PYTHON, "train_gpt_ported.py"], args.steps)
-        retargeted_steps.append(_step_median(retargeted, warmup))
-        ported_steps.append(_step_median(ported, warmup))
+    for round_index in range(max(args.rounds, args.overhead_rounds)):
+        first = round_index % 2  # each side goes first in every other round
+        if round_index < args.overhead_rounds:
+            sides = [[*torchport, "--precision", "keep", "train_gpt_cuda.py", "--no-amp"],
+                     [PYTHON, "train_gpt_ported.py"]]
+            results = {index: _train(sides[index], args.steps) for index in (first, 1 - first)}
+            retargeted_steps.append(_step_median(results[0], warmup))
+            ported_steps.append(_step_median(results[1], warmup))
+            sides = [[*torchport, "tiny_ops_cuda.py"], [PYTHON, "tiny_ops_ported.py"]]
+            results = {index: _tiny(sides[index]) for index in (first, 1 - first)}
+            tiny_retargeted.append(results[0])
+            tiny_ported.append(results[1])
+        if round_index >= args.rounds:
+            continue
         # The precision comparison needs matmuls large enough for bf16 to pay: width 384, 128 tokens.
         larger = ["--n-embd", "384", "--block-size", "128"]
         ported_fp32 = _train([PYTHON, "train_gpt_ported.py", *larger], args.precision_steps)
         fp32_steps.append(_step_median(ported_fp32, warmup))
         fp32_loss = ported_fp32["losses"][-1]
-        tiny_retargeted.append(_tiny([*torchport, "tiny_ops_cuda.py"]))
-        tiny_ported.append(_tiny([PYTHON, "tiny_ops_ported.py"]))
         flag = "--with-device-arguments"
         device_retargeted.append(_tiny([*torchport, "tiny_ops_cuda.py", flag]))
         device_ported.append(_tiny([PYTHON, "tiny_ops_ported.py", flag]))
@@ -186,7 +203,8 @@ def main() -> int:
     for name, (ratio, low, high), target in rows:
         print(f"{name:<72} {ratio:8.3f}  [{low:6.3f}, {high:6.3f}]  {target}")
     print(f"{'final loss, --precision auto vs hand-ported fp32 (relative gap)':<72} {loss_gap:8.3%}  <= 2%")
-    print(f"(medians of steps after the first {warmup}, {args.rounds} alternating rounds; width-384 "
+    print(f"(medians of steps after the first {warmup}; GPT step and tiny ops {args.overhead_rounds} rounds, the "
+          f"others {args.rounds}, alternating; width-384 "
           f"model: fp32 step {min(fp32_steps) * 1e3:.1f} ms, auto step {min(auto_steps) * 1e3:.1f} ms)")
     startup(args.startup_rounds)
     return 0

@@ -11,6 +11,10 @@ A call still running at its deadline is abandoned: its worker keeps running it (
 a thread) and returns to the stack when the call ends; until then other workers take the traffic,
 up to `limit` threads in all. With every worker busy a call is refused at once (`Busy`), not
 queued behind the hung ones.
+
+`call` waits in the caller's thread. `submit` does not wait: the worker calls `on_done(call)` when
+the call ends, so that an event loop can hold the deadline itself (one thread wake-up fewer than a
+thread waiting on the worker) and `abandon` the call when it passes.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ class Busy(Exception):
 
 
 class _Call:
-    __slots__ = ("function", "argument", "result", "error", "done", "finished", "abandoned")
+    __slots__ = ("function", "argument", "result", "error", "done", "finished", "abandoned", "on_done")
 
-    def __init__(self, function: Callable[[Any], Any], argument: Any):
+    def __init__(self, function: Callable[[Any], Any], argument: Any, on_done: Callable[[_Call], None] | None = None):
         self.function = function
         self.argument = argument
         self.result = None
@@ -41,6 +45,7 @@ class _Call:
         self.done.acquire()
         self.finished = False
         self.abandoned = False
+        self.on_done = on_done
 
 
 class _Worker:
@@ -94,6 +99,25 @@ class Handoff:
             raise error
         return call.result
 
+    def submit(self, function: Callable[[Any], Any], argument: Any, on_done: Callable[[_Call], None]) -> _Call:
+        """Start `function(argument)` on a worker and return at once; the worker calls `on_done(call)`
+        when it ends (`call.result` / `call.error` set). Raises Busy."""
+        worker = self._take()
+        call = _Call(function, argument, on_done)
+        worker.call = call
+        worker.start.release()
+        return call
+
+    def abandon(self, call: _Call) -> bool:
+        """Give up on a submitted call past its deadline: True when it was still running (its worker
+        counts as abandoned until it ends), False when it had already ended."""
+        with self._lock:
+            if call.finished or call.abandoned:
+                return False
+            call.abandoned = True
+            self.abandoned += 1
+            return True
+
     def _take(self) -> _Worker:
         with self._lock:
             if self._closed:
@@ -134,6 +158,11 @@ class Handoff:
                 else:
                     self._idle.append(worker)
             call.done.release()
+            if call.on_done is not None:
+                try:
+                    call.on_done(call)
+                except Exception:  # the waiter is gone (its event loop closed): nothing to tell
+                    pass
             if abandoned:
                 call.result = call.error = None  # nobody will read them
             if closed:

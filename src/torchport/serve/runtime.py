@@ -14,7 +14,9 @@ Primary calls run on persistent worker threads behind a lock rendezvous (`torchp
 so that a hung call can be abandoned at the timeout (Python cannot kill it; the call keeps its
 worker until it returns and is counted as abandoned) while later requests take other workers; with
 `timeout_s=None` they run in the caller's thread, without that handoff and without a timeout. The
-fallback runs in the caller's thread, without a timeout: it is the last resort.
+fallback runs in the caller's thread, without a timeout: it is the last resort. An asyncio server
+calls `predict_async`: the whole request runs on a worker, the primary in that worker's thread, and
+the event loop holds the primary's deadline (one thread hop each way instead of two).
 
 The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
 fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
@@ -27,6 +29,7 @@ import concurrent.futures
 import copy
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -73,6 +76,56 @@ class _DeviceFailure(Exception):
         super().__init__(f"{cause}: {detail}")
         self.cause = cause
         self.detail = detail
+
+
+class _Abandoned(BaseException):
+    """Unwinds a worker whose request the event loop answered without it (its primary call passed
+    the deadline): nothing it computed is counted or returned. Not an Exception, so that no
+    handler on the way mistakes it for the model's failure."""
+
+
+class _Window:
+    """The primary's part of a request that runs on a worker while an event loop holds its deadline
+    (`Deployment.predict_async`). The worker enters it before calling the primary and leaves it
+    after; the loop abandons the request when the primary has been running `timeout_s`. Whichever
+    comes first under the lock wins, so a request is answered exactly once."""
+
+    __slots__ = ("lock", "state", "started", "inputs")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.state = "before"  # -> "primary" -> "after", or "primary" -> "abandoned"
+        self.started = 0.0
+        self.inputs = None
+
+    def enter(self, inputs: Any) -> None:
+        with self.lock:
+            self.inputs, self.started, self.state = inputs, time.monotonic(), "primary"
+
+    def leave(self) -> None:
+        """Raises _Abandoned when the loop has given up on this request."""
+        with self.lock:
+            if self.state == "abandoned":
+                raise _Abandoned()
+            self.state = "after"
+
+    def expire(self, timeout_s: float) -> float | None:
+        """None when the request is abandoned now (its primary call has run `timeout_s`); else the
+        seconds until it could be."""
+        with self.lock:
+            if self.state != "primary":
+                return timeout_s  # not in the primary call: no deadline runs (check again later)
+            left = self.started + timeout_s - time.monotonic()
+            if left > 0:
+                return left
+            self.state = "abandoned"
+            return None
+
+
+def _resolve(future, outcome) -> None:
+    """Settle an asyncio future from the loop's thread, once."""
+    if not future.done():
+        future.set_result(outcome)
 
 
 def _batch(inputs: Any) -> int | None:
@@ -313,6 +366,9 @@ class Deployment:
         self._primary_workers = Handoff(2 * max_concurrency + 4, "torchport-primary")
         self.metrics.watch(in_flight=lambda: self._in_flight, abandoned=lambda: self._primary_workers.abandoned)
         self._background = _Background(max_background)
+        self._async_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: predict_async's bound on requests running at once, one per event loop.
+        self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._state = threading.Condition()
         self._in_flight = 0
         self.draining = False
@@ -412,15 +468,92 @@ class Deployment:
     def predict(self, payload: Any) -> Answer:
         """Answer one JSON request: preprocess, `infer`, postprocess."""
         with self._admitted():
+            return self._infer(self._preprocess(payload), postprocess=True)
+
+    async def predict_async(self, payload: Any) -> Answer:
+        """`predict` for an asyncio server: the request runs on one of the primary's workers, the primary
+        called in that worker's thread, while the event loop holds the primary's deadline; past it,
+        the loop answers from the fallback and the worker's late result is dropped (counted as an
+        abandoned call). One thread hop each way, as any server makes to keep model calls off its
+        loop; `predict` with a timeout, called from a thread, adds a second one."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
+        async with gate:  # max_concurrency requests at once per loop; the others wait their turn here
+            return await self._predict_async(loop, payload)
+
+    async def _predict_async(self, loop, payload: Any) -> Answer:
+        if self.timeout_s is None or self.batcher is not None:
+            return await loop.run_in_executor(self._fallback_pool(), self.predict, payload)
+        started = time.perf_counter()
+        with self._admitted():
+            window = _Window()
+            ended = loop.create_future()
+
+            def on_done(call) -> None:  # on the worker
+                loop.call_soon_threadsafe(_resolve, ended, call)
+
             try:
-                inputs = self.spec.preprocess(payload)
-            except ServeError as error:
-                self.metrics.rejected(error.kind)
-                raise
-            except Exception as error:
-                self.metrics.rejected(InvalidInput.kind)
-                raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
-            return self._infer(inputs, postprocess=True)
+                call = self._primary_workers.submit(self._predict_in, (payload, window), on_done)
+            except Busy:  # every worker is held by a hung call: the request takes `predict`'s way, where
+                # a primary call finds no worker and fails over ('timeout') unless routed elsewhere
+                return await loop.run_in_executor(self._fallback_pool(), self._predict_in, (payload, None))
+            timer = None
+
+            def check() -> None:
+                nonlocal timer
+                wait = window.expire(self.timeout_s)
+                if wait is not None:
+                    timer = loop.call_later(wait, check)
+                    return
+                # the window is closed: whatever the worker brings back is dropped (_Abandoned); its
+                # thread counts as abandoned while it is still busy
+                self._primary_workers.abandon(call)
+                _resolve(ended, None)
+
+            timer = loop.call_later(self.timeout_s, check)
+            try:
+                outcome = await ended
+            finally:
+                timer.cancel()
+            if outcome is None:  # abandoned at the deadline
+                failure = _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}")
+                return await loop.run_in_executor(self._fallback_pool(), self._answer_timed_out, window.inputs,
+                                                  failure, started)
+            if outcome.error is not None:
+                raise outcome.error
+            return outcome.result
+
+    def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        """Threads for what `predict_async` runs off the primary's workers: answers after a timeout,
+        requests that found no free worker, and the whole request without a timeout or with batching."""
+        if self._async_pool is None:
+            with self._state:
+                if self._async_pool is None:
+                    self._async_pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self.max_concurrency, thread_name_prefix="torchport-async")
+        return self._async_pool
+
+    def _predict_in(self, argument: tuple[Any, _Window | None]) -> Answer:
+        payload, window = argument
+        return self._infer(self._preprocess(payload), postprocess=True, window=window)
+
+    def _answer_timed_out(self, inputs: Any, failure: _DeviceFailure, started: float) -> Answer:
+        """The fallback's answer for a request whose primary call passed the deadline an event loop holds."""
+        return self._infer(inputs, postprocess=True, failed=failure, started=started)
+
+    def _preprocess(self, payload: Any) -> Any:
+        try:
+            return self.spec.preprocess(payload)
+        except ServeError as error:
+            self.metrics.rejected(error.kind)
+            raise
+        except Exception as error:
+            self.metrics.rejected(InvalidInput.kind)
+            raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
 
     def infer(self, inputs: Any) -> Answer:
         """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
@@ -451,13 +584,21 @@ class Deployment:
     def _admitted(self) -> _Admission:
         return self._Admission(self)
 
-    def _infer(self, inputs: Any, postprocess: bool = False) -> Answer:
+    def _infer(self, inputs: Any, postprocess: bool = False, window: _Window | None = None,
+               failed: _DeviceFailure | None = None, started: float | None = None) -> Answer:
+        """`window`: the primary runs inline, the deadline held by an event loop; `failed`: the primary
+        already failed this request (the fallback answers); `started`: when the request arrived."""
         import torch
 
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
         batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
         try:
-            answer = self.batcher(inputs) if batched else self._route_and_run(inputs, postprocess)
+            if failed is not None:
+                answer = Answer(self._fail_over(failed, inputs), FALLBACK, self.fallback.name, failover=failed.cause)
+            elif batched:
+                answer = self.batcher(inputs)
+            else:
+                answer = self._route_and_run(inputs, postprocess, window)
             if postprocess:
                 self._postprocess(answer, inputs)
         except ServeError as error:
@@ -511,9 +652,9 @@ class Deployment:
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error
         return body, (failure, fallback_outputs)
 
-    def _route_and_run(self, inputs: Any, postprocess: bool = False) -> Answer:
+    def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
-        primary then checks that its outputs pass the postprocess too)."""
+        primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`."""
         if not self.breaker.allows_primary():
             self.metrics.routed_to_fallback("breaker_open")
             if self.breaker.try_start_probe():
@@ -523,13 +664,27 @@ class Deployment:
             self.metrics.routed_to_fallback("canary")
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
         try:
-            outputs = self._call_primary(inputs)
+            outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
             outputs = self._fail_over(failure, inputs)
             return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
         return Answer(outputs, PRIMARY, self.primary.name)
 
-    def _call_primary(self, inputs: Any) -> Any:
+    def _call_primary(self, inputs: Any, window: _Window | None = None) -> Any:
+        """The primary's checked outputs, or _DeviceFailure. Without a timeout, and inside a `window`
+        (already on a worker, the deadline held by an event loop), in this thread; else on a worker."""
+        if window is not None:
+            window.enter(inputs)
+            try:
+                outputs = self.primary.run(inputs)
+            except (Exception, SystemExit) as error:
+                window.leave()
+                raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
+            except BaseException:
+                window.leave()
+                raise
+            window.leave()
+            return self._checked(outputs, inputs)
         if self.timeout_s is None:  # no timeout to enforce: no handoff to a worker either
             try:
                 outputs = self.primary.run(inputs)
@@ -663,6 +818,8 @@ class Deployment:
         self.drain(timeout_s=self.timeout_s or 5.0)
         self._primary_workers.close()
         self._background.pool.shutdown(wait=False, cancel_futures=True)
+        if self._async_pool is not None:
+            self._async_pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Deployment:
         return self

@@ -60,7 +60,6 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    limiter = anyio.CapacityLimiter(deployment.max_concurrency)
     admitted = {"count": 0}  # touched only on the event loop
     admission_limit = deployment.max_concurrency + max_queue
 
@@ -96,7 +95,7 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             admitted["count"] += 1
             counted_by_deployment = True
             try:
-                answer = await anyio.to_thread.run_sync(deployment.predict, payload, limiter=limiter)
+                answer = await deployment.predict_async(payload)  # max_concurrency at once, the rest queued
             finally:
                 admitted["count"] -= 1
         except ServeError as error:

@@ -1,0 +1,168 @@
+"""`Deployment.predict_async`, the way `torchport serve` answers: the request runs on a primary
+worker, the event loop holds the primary's deadline, and every request is answered exactly once,
+by the primary or, within the same request, by the fallback.
+
+The primary is the emulated Trainium device (a real non-CPU PyTorch device), the fallback the CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+import torch
+
+from serve_models import MARKERS, FaultPlan, FaultyModel, sample
+from torchport.serve import CLOSED, Deployment, Draining
+
+PRIMARY = "neuron-emulated"
+
+
+def faulty(plan, **options):
+    options.setdefault("timeout_s", 0.2)
+    return Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", **options)
+
+
+def fallback_answer(deployment, rows):
+    with torch.inference_mode():
+        return deployment.fallback.model()(torch.tensor(rows)).tolist()
+
+
+def metric(deployment, line_start: str) -> float:
+    """The value of the exposition line starting with `line_start` (0 when absent)."""
+    for line in deployment.metrics.exposition()[0].decode().splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def settle(deployment, limit_s: float = 5.0) -> None:
+    """Wait until the hung calls a test left behind have returned (a thread still inside a model at
+    interpreter exit can abort the process)."""
+    deadline = time.monotonic() + limit_s
+    while deployment._primary_workers.abandoned and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def answered(deployment) -> float:
+    return sum(metric(deployment, f'torchport_serve_requests_total{{device="{device}",outcome="{outcome}",role="{role}"}}')
+               for device, role in ((PRIMARY, "primary"), ("cpu", "fallback")) for outcome in ("ok", "failover"))
+
+
+@pytest.mark.parametrize("cause", sorted(MARKERS))
+def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause):
+    plan = FaultPlan(hang_s=0.6)
+    with faulty(plan) as deployment:
+        rows = sample(7, MARKERS[cause])
+        started = time.perf_counter()
+        answer = asyncio.run(deployment.predict_async({"inputs": rows}))
+        elapsed = time.perf_counter() - started
+        assert (answer.role, answer.device, answer.failover) == ("fallback", "cpu", cause)
+        assert answer.body["outputs"] == fallback_answer(deployment, rows)
+        if cause == "timeout":
+            assert elapsed < 0.5, "the fallback answers at the timeout, not when the hung call returns"
+        following = asyncio.run(deployment.predict_async({"inputs": sample(8)}))
+        assert following.role == "primary" and deployment.breaker.state == CLOSED
+        assert metric(deployment, f'torchport_serve_failovers_total{{cause="{cause}"}}') == 1.0
+        settle(deployment)
+
+
+def test_a_hung_call_that_returns_late_is_dropped_not_answered_twice():
+    plan = FaultPlan(hang_s=0.4)
+    with faulty(plan, timeout_s=0.1) as deployment:
+        answer = asyncio.run(deployment.predict_async({"inputs": sample(1, MARKERS["timeout"])}))
+        assert answer.failover == "timeout"
+        assert metric(deployment, "torchport_serve_abandoned_calls ") == 1.0, "the hung call still holds its worker"
+        time.sleep(0.6)  # the hung call returns on its worker
+        assert metric(deployment, "torchport_serve_abandoned_calls ") == 0.0
+        assert answered(deployment) == 1.0, "the late primary result was counted as an answer"
+        assert deployment.breaker.state == CLOSED and deployment.breaker.consecutive_failures == 1, \
+            "the late primary result was counted as a success"
+
+
+def test_concurrent_requests_are_each_answered_once_with_the_right_values():
+    plan = FaultPlan(hang_s=0.5)
+    with faulty(plan, timeout_s=0.15, failure_threshold=1000, max_concurrency=8) as deployment:
+        requests = [sample(index, MARKERS[sorted(MARKERS)[index % 4]] if index % 5 == 0 else None)
+                    for index in range(60)]
+
+        async def send_all():
+            return await asyncio.gather(*(deployment.predict_async({"inputs": rows}) for rows in requests))
+
+        answers = asyncio.run(send_all())
+        for rows, answer in zip(requests, answers):
+            expected = fallback_answer(deployment, rows)
+            assert torch.allclose(torch.tensor(answer.body["outputs"]), torch.tensor(expected), atol=1e-5)
+            assert (answer.failover is not None) == (rows[0][0] in MARKERS.values())
+        settle(deployment)
+        assert answered(deployment) == len(requests)
+
+
+def test_the_event_loop_keeps_running_while_the_primary_hangs():
+    plan = FaultPlan(hang_s=0.5)
+    with faulty(plan, timeout_s=0.3) as deployment:
+        ticks = []
+
+        async def ticker():
+            for _ in range(20):
+                ticks.append(time.perf_counter())
+                await asyncio.sleep(0.01)
+
+        async def both():
+            return await asyncio.gather(deployment.predict_async({"inputs": sample(1, MARKERS["timeout"])}), ticker())
+
+        answer, _ = asyncio.run(both())
+        assert answer.failover == "timeout"
+        gaps = [later - earlier for earlier, later in zip(ticks, ticks[1:])]
+        assert max(gaps) < 0.2, f"the loop was blocked for {max(gaps):.2f} s"
+        settle(deployment)
+
+
+def test_with_every_worker_held_by_a_hung_call_a_request_fails_over_at_once():
+    plan = FaultPlan(hang_s=1.5)
+    # max_concurrency 1: room for 2 * 1 + 4 = 6 primary workers
+    with faulty(plan, timeout_s=0.1, max_concurrency=1, failure_threshold=1000) as deployment:
+        async def hang_them():
+            return await asyncio.gather(*(deployment.predict_async({"inputs": sample(index, MARKERS["timeout"])})
+                                          for index in range(6)))
+
+        assert all(answer.failover == "timeout" for answer in asyncio.run(hang_them()))
+        started = time.perf_counter()
+        answer = asyncio.run(deployment.predict_async({"inputs": sample(9)}))
+        assert (answer.role, answer.failover) == ("fallback", "timeout")
+        assert time.perf_counter() - started < 0.5, "the request waited for a hung worker"
+        settle(deployment)
+
+
+def test_a_draining_deployment_refuses_async_requests():
+    with faulty(FaultPlan()) as deployment:
+        deployment.drain(timeout_s=1)
+        with pytest.raises(Draining):
+            asyncio.run(deployment.predict_async({"inputs": sample(1)}))
+
+
+def test_without_a_timeout_async_requests_still_fail_over():
+    with faulty(FaultPlan(), timeout_s=None) as deployment:
+        assert asyncio.run(deployment.predict_async({"inputs": sample(1)})).role == "primary"
+        answer = asyncio.run(deployment.predict_async({"inputs": sample(2, MARKERS["error"])}))
+        assert (answer.role, answer.failover) == ("fallback", "error")
+
+
+def test_the_primary_runs_on_a_primary_worker_thread():
+    seen = []
+
+    class Recording(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 4)
+
+        def forward(self, inputs):
+            seen.append(threading.current_thread().name)
+            return self.linear(inputs)
+
+    with Deployment(Recording, primary=PRIMARY, fallback="cpu", timeout_s=1.0) as deployment:
+        seen.clear()
+        asyncio.run(deployment.predict_async({"inputs": sample(1)}))
+        assert len(seen) == 1 and seen[0].startswith("torchport-primary")
