@@ -84,3 +84,21 @@ def sample(index: int, marker: float | None = None) -> list[list[float]]:
     if marker is not None:
         row[0, 0] = marker
     return row.tolist()
+
+
+#: The primary of the in-process tests: the emulated Trainium device (a real non-CPU PyTorch device).
+PRIMARY = "neuron-emulated"
+
+
+def faulty(plan: FaultPlan, **options):
+    """A Deployment of FaultyModel on PRIMARY with the CPU as fallback (timeout 0.2 s unless given)."""
+    from torchport.serve import Deployment
+
+    options.setdefault("timeout_s", 0.2)
+    return Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", **options)
+
+
+def fallback_answer(deployment, rows):
+    """What the fallback device itself answers for `rows`, computed outside the runtime."""
+    with torch.inference_mode():
+        return deployment.fallback.model()(torch.tensor(rows)).tolist()

@@ -11,23 +11,11 @@ import time
 import pytest
 import torch
 
-from serve_models import FEATURES, MARKERS, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample
+from serve_models import (FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, fallback_answer,
+                          faulty, make_linear, sample)
 from torchport.errors import UsageError
 from torchport.serve import (CLOSED, HALF_OPEN, OPEN, Deployment, Draining, InvalidInput, ModelRejectedInput,
                              NoDeviceAnswered)
-
-PRIMARY = "neuron-emulated"
-
-
-def faulty(plan, **options):
-    options.setdefault("timeout_s", 0.2)
-    return Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", **options)
-
-
-def fallback_answer(deployment, rows):
-    """What the fallback device itself answers for `rows`, computed outside the runtime."""
-    with torch.inference_mode():
-        return deployment.fallback.model()(torch.tensor(rows)).tolist()
 
 
 def test_healthy_request_is_answered_by_the_primary_device():

@@ -14,20 +14,8 @@ import time
 import pytest
 import torch
 
-from serve_models import MARKERS, FaultPlan, FaultyModel, sample
+from serve_models import MARKERS, PRIMARY, FaultPlan, fallback_answer, faulty, sample
 from torchport.serve import CLOSED, Deployment, Draining
-
-PRIMARY = "neuron-emulated"
-
-
-def faulty(plan, **options):
-    options.setdefault("timeout_s", 0.2)
-    return Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", **options)
-
-
-def fallback_answer(deployment, rows):
-    with torch.inference_mode():
-        return deployment.fallback.model()(torch.tensor(rows)).tolist()
 
 
 def metric(deployment, line_start: str) -> float:
