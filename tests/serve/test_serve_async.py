@@ -154,3 +154,15 @@ def test_the_primary_runs_on_a_primary_worker_thread():
         seen.clear()
         asyncio.run(deployment.predict_async({"inputs": sample(1)}))
         assert len(seen) == 1 and seen[0].startswith("torchport-primary")
+
+
+def test_infer_async_takes_tensors_and_fails_over_within_the_request():
+    plan = FaultPlan(hang_s=0.6)
+    with faulty(plan) as deployment:
+        healthy = asyncio.run(deployment.infer_async(torch.tensor(sample(3))))
+        assert healthy.role == "primary" and healthy.body is None
+        rows = sample(4, MARKERS["timeout"])
+        answer = asyncio.run(deployment.infer_async(torch.tensor(rows)))
+        assert (answer.role, answer.failover) == ("fallback", "timeout")
+        assert answer.outputs.tolist() == fallback_answer(deployment, rows)
+        settle(deployment)

@@ -476,6 +476,13 @@ class Deployment:
         the loop answers from the fallback and the worker's late result is dropped (counted as an
         abandoned call). One thread hop each way, as any server makes to keep model calls off its
         loop; `predict` with a timeout, called from a thread, adds a second one."""
+        return await self._answer_async(payload, True)
+
+    async def infer_async(self, inputs: Any) -> Answer:
+        """`infer` (host tensors in, no pre- or postprocess) for asyncio callers, as `predict_async`."""
+        return await self._answer_async(inputs, False)
+
+    async def _answer_async(self, request: Any, postprocess: bool) -> Answer:
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -483,11 +490,12 @@ class Deployment:
         if gate is None:
             gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
         async with gate:  # max_concurrency requests at once per loop; the others wait their turn here
-            return await self._predict_async(loop, payload)
+            return await self._run_async(loop, request, postprocess)
 
-    async def _predict_async(self, loop, payload: Any) -> Answer:
+    async def _run_async(self, loop, request: Any, postprocess: bool) -> Answer:
         if self.timeout_s is None or self.batcher is not None:
-            return await loop.run_in_executor(self._fallback_pool(), self.predict, payload)
+            return await loop.run_in_executor(self._fallback_pool(), self.predict if postprocess else self.infer,
+                                              request)
         started = time.perf_counter()
         with self._admitted():
             window = _Window()
@@ -497,10 +505,11 @@ class Deployment:
                 loop.call_soon_threadsafe(_resolve, ended, call)
 
             try:
-                call = self._primary_workers.submit(self._predict_in, (payload, window), on_done)
+                call = self._primary_workers.submit(self._request_in, (request, postprocess, window), on_done)
             except Busy:  # every worker is held by a hung call: the request takes `predict`'s way, where
                 # a primary call finds no worker and fails over ('timeout') unless routed elsewhere
-                return await loop.run_in_executor(self._fallback_pool(), self._predict_in, (payload, None))
+                return await loop.run_in_executor(self._fallback_pool(), self._request_in,
+                                                  (request, postprocess, None))
             timer = None
 
             def check() -> None:
@@ -522,14 +531,15 @@ class Deployment:
             if outcome is None:  # abandoned at the deadline
                 failure = _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}")
                 return await loop.run_in_executor(self._fallback_pool(), self._answer_timed_out, window.inputs,
-                                                  failure, started)
+                                                  postprocess, failure, started)
             if outcome.error is not None:
                 raise outcome.error
             return outcome.result
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        """Threads for what `predict_async` runs off the primary's workers: answers after a timeout,
-        requests that found no free worker, and the whole request without a timeout or with batching."""
+        """Threads for what `predict_async` / `infer_async` run off the primary's workers: answers after
+        a timeout, requests that found no free worker, and whole requests without a timeout or with
+        batching."""
         if self._async_pool is None:
             with self._state:
                 if self._async_pool is None:
@@ -537,13 +547,15 @@ class Deployment:
                         max_workers=self.max_concurrency, thread_name_prefix="torchport-async")
         return self._async_pool
 
-    def _predict_in(self, argument: tuple[Any, _Window | None]) -> Answer:
-        payload, window = argument
-        return self._infer(self._preprocess(payload), postprocess=True, window=window)
+    def _request_in(self, argument: tuple[Any, bool, _Window | None]) -> Answer:
+        """One request on a worker: `predict`'s (a JSON payload, postprocessed) or `infer`'s."""
+        request, postprocess, window = argument
+        inputs = self._preprocess(request) if postprocess else request
+        return self._infer(inputs, postprocess=postprocess, window=window)
 
-    def _answer_timed_out(self, inputs: Any, failure: _DeviceFailure, started: float) -> Answer:
+    def _answer_timed_out(self, inputs: Any, postprocess: bool, failure: _DeviceFailure, started: float) -> Answer:
         """The fallback's answer for a request whose primary call passed the deadline an event loop holds."""
-        return self._infer(inputs, postprocess=True, failed=failure, started=started)
+        return self._infer(inputs, postprocess=postprocess, failed=failure, started=started)
 
     def _preprocess(self, payload: Any) -> Any:
         try:
