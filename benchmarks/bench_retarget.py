@@ -180,8 +180,10 @@ def main() -> int:
         fp32_steps.append(_step_median(ported_fp32, warmup))
         fp32_loss = ported_fp32["losses"][-1]
         flag = "--with-device-arguments"
-        device_retargeted.append(_tiny([*torchport, "tiny_ops_cuda.py", flag]))
-        device_ported.append(_tiny([PYTHON, "tiny_ops_ported.py", flag]))
+        sides = [[*torchport, "tiny_ops_cuda.py", flag], [PYTHON, "tiny_ops_ported.py", flag]]
+        results = {index: _tiny(sides[index]) for index in (first, 1 - first)}
+        device_retargeted.append(results[0])
+        device_ported.append(results[1])
         auto = _train([*torchport, "--precision", "auto", "train_gpt_cuda.py", "--amp", *larger],
                       args.precision_steps)
         auto_steps.append(_step_median(auto, warmup))

@@ -235,3 +235,57 @@ def test_lightning_trainer_for_the_gpu_trains_on_the_target(program, form, devic
     result = program(f"FORM = {form!r}\n" + LIGHTNING, "--device", device)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values()["device"] == device_type
+
+
+FABRIC = """
+import torch
+try:
+    from lightning import Fabric
+except ImportError:
+    from lightning_fabric import Fabric
+fabric = Fabric(devices=1)
+model = fabric.setup(torch.nn.Linear(4, 1))
+print("device=" + fabric.device.type)
+print("parameters=" + next(model.parameters()).device.type)
+"""
+
+
+@pytest.mark.skipif(not (_installed("lightning") or _installed("lightning_fabric")), reason="needs Lightning Fabric")
+def test_lightning_fabric_left_at_auto_runs_on_the_target(program):
+    result = program(FABRIC, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"device": "emulated", "parameters": "emulated"}
+
+
+@pytest.mark.skipif(not (_installed("lightning") or _installed("lightning_fabric")), reason="needs Lightning Fabric")
+def test_a_lightning_accelerator_the_user_set_in_the_environment_is_kept(program):
+    result = program(FABRIC, "--device", "neuron-emulated", env={"LT_ACCELERATOR": "cpu"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["device"] == "cpu"
+
+
+def test_an_application_class_named_trainer_keeps_its_own_default(program):
+    source = """
+    class Trainer:
+        def __init__(self, accelerator="auto", devices=1):
+            self.accelerator = accelerator
+    print("accelerator=" + Trainer().accelerator)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"accelerator": "auto"}
+
+
+def test_framework_defaults_do_nothing_once_retargeting_is_off():
+    from torchport.retarget import state
+
+    class Trainer:  # a stand-in for a Lightning class reached from code rewritten earlier
+        __module__ = "lightning.pytorch.trainer.trainer"
+
+        def __init__(self, accelerator="auto"):
+            pass
+
+    assert state.current() is None
+    kwargs = {}
+    frameworks.framework_defaults(Trainer, kwargs, site=0)
+    assert kwargs == {}

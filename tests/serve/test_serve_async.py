@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from serve_models import MARKERS, PRIMARY, FaultPlan, fallback_answer, faulty, sample
+from serve_models import MARKERS, PRIMARY, FaultPlan, FaultyModel, fallback_answer, faulty, sample
 from torchport.serve import CLOSED, Deployment, Draining
 
 
@@ -41,7 +41,7 @@ def answered(deployment) -> float:
 
 @pytest.mark.parametrize("cause", sorted(MARKERS))
 def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause):
-    plan = FaultPlan(hang_s=0.6)
+    plan = FaultPlan(hang_s=1.0)
     with faulty(plan) as deployment:
         rows = sample(7, MARKERS[cause])
         started = time.perf_counter()
@@ -50,7 +50,7 @@ def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause)
         assert (answer.role, answer.device, answer.failover) == ("fallback", "cpu", cause)
         assert answer.body["outputs"] == fallback_answer(deployment, rows)
         if cause == "timeout":
-            assert elapsed < 0.5, "the fallback answers at the timeout, not when the hung call returns"
+            assert elapsed < 0.8, "the fallback answers at the timeout, not when the hung call returns"
         following = asyncio.run(deployment.predict_async({"inputs": sample(8)}))
         assert following.role == "primary" and deployment.breaker.state == CLOSED
         assert metric(deployment, f'torchport_serve_failovers_total{{cause="{cause}"}}') == 1.0
@@ -166,3 +166,45 @@ def test_infer_async_takes_tensors_and_fails_over_within_the_request():
         assert (answer.role, answer.failover) == ("fallback", "timeout")
         assert answer.outputs.tolist() == fallback_answer(deployment, rows)
         settle(deployment)
+
+
+def test_a_caller_that_stops_waiting_does_not_stop_the_request_or_its_accounting():
+    plan = FaultPlan(hang_s=0.6)
+    with faulty(plan, timeout_s=0.2) as deployment:
+        async def impatient():
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(deployment.predict_async({"inputs": sample(1, MARKERS["timeout"])}), 0.05)
+            assert deployment.in_flight == 1, "the request stopped counting as in flight with its caller"
+            await asyncio.sleep(0.35)  # past the deadline: the loop abandons the hung call, the fallback answers
+            assert metric(deployment, "torchport_serve_abandoned_calls ") == 1.0
+
+        asyncio.run(impatient())
+        settle(deployment)
+        assert deployment.in_flight == 0
+        assert metric(deployment, 'torchport_serve_failovers_total{cause="timeout"}') == 1.0
+        assert answered(deployment) == 1.0
+        assert deployment.breaker.consecutive_failures == 1, "the late primary result was counted as a success"
+
+
+def test_close_with_a_request_in_flight_still_answers_it_from_the_fallback():
+    plan = FaultPlan(hang_s=1.0)
+
+    def slow_preprocess(payload):
+        time.sleep(0.3)  # the primary starts after close() has drained for timeout_s and stopped the pools
+        return torch.tensor(payload["inputs"])
+
+    deployment = Deployment(lambda: {"model": FaultyModel(plan), "preprocess": slow_preprocess}, primary=PRIMARY,
+                            fallback="cpu", timeout_s=0.2)
+
+    async def scenario():
+        # an earlier timeout: its fallback answer started the pool that answers after a timeout
+        earlier = await deployment.predict_async({"inputs": sample(2, MARKERS["timeout"])})
+        assert earlier.failover == "timeout"
+        request = asyncio.ensure_future(deployment.predict_async({"inputs": sample(1, MARKERS["timeout"])}))
+        await asyncio.sleep(0.05)
+        await asyncio.get_running_loop().run_in_executor(None, deployment.close)
+        return await request
+
+    answer = asyncio.run(scenario())
+    assert (answer.role, answer.failover) == ("fallback", "timeout")
+    settle(deployment)

@@ -61,8 +61,11 @@ TORCH_COMMANDS = frozenset({"run", "check", "compare", "serve"})
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    if words and words[0] in TORCH_COMMANDS:
-        import torch  # noqa: F401  (see TORCH_COMMANDS)
+    if words and words[0] in TORCH_COMMANDS and not {"-h", "--help"} & set(words):
+        try:
+            import torch  # noqa: F401  (see TORCH_COMMANDS)
+        except Exception:  # a broken install: the subcommand's own import reports it
+            pass
     parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

@@ -19,10 +19,12 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   GPU-style `devices=[0, 1]` / `-1` turned into a process count on the CPU. Where Lightning has no
   accelerator of its own for the target (Neuron, the emulated device, ...), `accelerator="gpu"`
   becomes an instance of Lightning's `Accelerator` API placing on the target backend's devices (with
-  `SingleDeviceStrategy(device=...)` for one device). On a GPU machine `"auto"` is the GPU, so there
-  `Trainer()` / `Fabric()` left at `"auto"` (no setting names an accelerator Lightning does not know)
-  get the same Accelerator where the application calls them (`framework_defaults`, called by
-  `runtime.framework_call` for callees spelled `Trainer` or `Fabric`).
+  `SingleDeviceStrategy(device=...)` for one device). `"auto"` means the GPU on a GPU machine, so
+  `Trainer()` / `Fabric()` left at it get the same where the application calls them
+  (`framework_defaults`, called by `runtime.framework_call` for callees spelled `Trainer` or
+  `Fabric`): the target's Lightning name, or that Accelerator. Fabric does not read
+  `PL_TRAINER_ACCELERATOR`; a Lightning environment default the user set (`PL_TRAINER_*`, Fabric's
+  `LT_*`) is kept.
 
 The environment is inherited by child processes (DataLoader workers, spawned ranks), which take the
 same decisions.
@@ -144,17 +146,24 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
 
 def framework_defaults(function, kwargs: dict, site: int) -> None:
     """A framework class called without the keyword that names its device: Lightning's `Trainer()` /
-    `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine. Where Lightning has a
-    name for the target, its environment default (set by `steer`) already says it."""
-    if "accelerator" not in kwargs and _is_lightning(function) and _takes_accelerator(function) \
-            and not framework_names(_current_backend()).get("lightning"):
-        lightning_keywords(kwargs, site, function, default="auto")
-
-
-def _current_backend():
+    `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine. Lightning's own
+    environment default, where set (by the user, or by `steer` for a Trainer on a target Lightning
+    names), decides instead."""
     from torchport.retarget import state
 
-    return state.current().backend
+    if state.current() is None or "accelerator" in kwargs or not _is_lightning(function) \
+            or not _takes_accelerator(function):
+        return
+    if os.environ.get(_lightning_environment(function)[0]) is not None:
+        return
+    lightning_keywords(kwargs, site, function, default="auto")
+
+
+def _lightning_environment(function) -> tuple[str, str]:
+    """The environment variables holding the default `accelerator=` and `strategy=` of a Lightning
+    callee: Fabric reads its CLI's (`LT_*`), the Trainer `PL_TRAINER_*`."""
+    fabric = any(cls.__name__ == "Fabric" for cls in getattr(function, "__mro__", ()))
+    return ("LT_ACCELERATOR", "LT_STRATEGY") if fabric else ("PL_TRAINER_ACCELERATOR", "PL_TRAINER_STRATEGY")
 
 
 def _takes_accelerator(function) -> bool:
@@ -240,7 +249,8 @@ def lightning_keywords(kwargs: dict, site: int, function=None, default: str | No
         runtime.HITS[site] += 1
         kwargs["accelerator"] = accelerator
         devices = accelerator.get_parallel_devices(kwargs.get("devices", "auto"))
-        if kwargs.get("strategy", "auto") == "auto" and len(devices) == 1:
+        if kwargs.get("strategy", "auto") == "auto" and len(devices) == 1 \
+                and os.environ.get(_lightning_environment(function)[1]) is None:
             # Lightning places a single device of an accelerator it does not know on the CPU unless
             # the strategy names the device (its documented SingleDeviceStrategy(device=...)).
             strategy = _single_device_strategy(function, devices[0])

@@ -11,7 +11,9 @@ the interpreter's builtins and globals:
 - calls carrying a device keyword go through `__tp__.call`, which maps the value only when the
   callee belongs to torch or to a distribution that depends on torch (values map where they leave
   the application); `.to()`, `.cuda()`, `.pin_memory()`, `.record_stream()` and `.is_cuda` on
-  torch objects likewise.
+  torch objects likewise;
+- calls of a callee spelled `Trainer` or `Fabric` go through `__tp__.framework_call`: a Lightning
+  class left at its default accelerator ("auto", the GPU on a GPU machine) is given the target.
 
 Line and column numbers are kept, so tracebacks point at the user's lines.
 

@@ -15,8 +15,9 @@ so that a hung call can be abandoned at the timeout (Python cannot kill it; the 
 worker until it returns and is counted as abandoned) while later requests take other workers; with
 `timeout_s=None` they run in the caller's thread, without that handoff and without a timeout. The
 fallback runs in the caller's thread, without a timeout: it is the last resort. An asyncio server
-calls `predict_async`: the whole request runs on a worker, the primary in that worker's thread, and
-the event loop holds the primary's deadline (one thread hop each way instead of two).
+calls `predict_async`: the whole request (a failover to the fallback included) runs on a primary
+worker, the primary in that worker's thread, and the event loop holds the primary's deadline (one
+thread hop each way instead of two); past it, the fallback answers on a thread of its own pool.
 
 The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
 fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
@@ -90,16 +91,20 @@ class _Window:
     after; the loop abandons the request when the primary has been running `timeout_s`. Whichever
     comes first under the lock wins, so a request is answered exactly once."""
 
-    __slots__ = ("lock", "state", "started", "inputs")
+    __slots__ = ("lock", "state", "started", "inputs", "arrived")
 
     def __init__(self):
         self.lock = threading.Lock()
         self.state = "before"  # -> "primary" -> "after", or "primary" -> "abandoned"
         self.started = 0.0
         self.inputs = None
+        #: perf_counter() when the request reached the runtime (after preprocess): its latency's start.
+        self.arrived = 0.0
 
     def enter(self, inputs: Any) -> None:
         with self.lock:
+            if self.state == "abandoned":
+                raise _Abandoned()
             self.inputs, self.started, self.state = inputs, time.monotonic(), "primary"
 
     def leave(self) -> None:
@@ -120,6 +125,14 @@ class _Window:
                 return left
             self.state = "abandoned"
             return None
+
+
+def _finished(task, gate) -> None:
+    """A request task of `predict_async` ended: its place at the gate is free; an error nobody awaits
+    any more (the caller was cancelled) counts as seen."""
+    gate.release()
+    if not task.cancelled():
+        task.exception()
 
 
 def _resolve(future, outcome) -> None:
@@ -489,14 +502,21 @@ class Deployment:
         gate = self._gates.get(loop)
         if gate is None:
             gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
-        async with gate:  # max_concurrency requests at once per loop; the others wait their turn here
-            return await self._run_async(loop, request, postprocess)
+        await gate.acquire()  # max_concurrency requests at once per loop; the others wait their turn here
+        try:
+            task = loop.create_task(self._run_async(loop, request, postprocess))
+        except BaseException:
+            gate.release()
+            raise
+        task.add_done_callback(lambda done: _finished(done, gate))
+        # A caller that stops waiting (a client gone, a wait_for of its own) does not stop the request:
+        # once admitted it runs to its answer, its deadline held and its accounting done, as on a thread.
+        return await asyncio.shield(task)
 
     async def _run_async(self, loop, request: Any, postprocess: bool) -> Answer:
         if self.timeout_s is None or self.batcher is not None:
             return await loop.run_in_executor(self._fallback_pool(), self.predict if postprocess else self.infer,
                                               request)
-        started = time.perf_counter()
         with self._admitted():
             window = _Window()
             ended = loop.create_future()
@@ -506,8 +526,8 @@ class Deployment:
 
             try:
                 call = self._primary_workers.submit(self._request_in, (request, postprocess, window), on_done)
-            except Busy:  # every worker is held by a hung call: the request takes `predict`'s way, where
-                # a primary call finds no worker and fails over ('timeout') unless routed elsewhere
+            except Busy:  # every worker is held by a hung call: the request runs on the pool as from a
+                # thread, where a primary call finds no worker and fails over ('timeout') unless routed elsewhere
                 return await loop.run_in_executor(self._fallback_pool(), self._request_in,
                                                   (request, postprocess, None))
             timer = None
@@ -531,9 +551,10 @@ class Deployment:
             if outcome is None:  # abandoned at the deadline
                 failure = _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}")
                 return await loop.run_in_executor(self._fallback_pool(), self._answer_timed_out, window.inputs,
-                                                  postprocess, failure, started)
+                                                  postprocess, failure, window.arrived)
             if outcome.error is not None:
-                raise outcome.error
+                error, outcome.error = outcome.error, None
+                raise error
             return outcome.result
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -603,6 +624,8 @@ class Deployment:
         import torch
 
         started = time.perf_counter() if started is None else started
+        if window is not None:
+            window.arrived = started
         batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
         try:
             if failed is not None:
@@ -826,12 +849,18 @@ class Deployment:
             return self._state.wait_for(lambda: self._in_flight == 0, timeout_s)
 
     def close(self) -> None:
-        """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own)."""
+        """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own;
+        requests still in flight are answered, from the fallback once no primary worker takes them)."""
         self.drain(timeout_s=self.timeout_s or 5.0)
         self._primary_workers.close()
         self._background.pool.shutdown(wait=False, cancel_futures=True)
-        if self._async_pool is not None:
-            self._async_pool.shutdown(wait=False, cancel_futures=True)
+        with self._state:
+            pool, in_flight = self._async_pool, self._in_flight
+        if pool is not None:
+            # requests still in flight after the drain may need it for their fallback answer: its
+            # threads then stop once idle at exit instead
+            if in_flight == 0:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Deployment:
         return self

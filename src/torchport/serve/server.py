@@ -54,7 +54,6 @@ def _error(status: int, kind: str, detail: str, headers: dict[str, str] | None =
 def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64):
     """The Starlette application serving `deployment`."""
     require_server_stack()
-    import anyio
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, Response
