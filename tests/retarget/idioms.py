@@ -304,4 +304,49 @@ IDIOMS = [
      "from dataclasses import dataclass\n@dataclass\nclass TrainingArguments:\n    fp16: bool = False\n"
      "    bf16: bool = False\n    use_cpu: bool = False\nconfig = {'fp16': True}\nresult = TrainingArguments(**config)",
      None),
+    # -- found by trying public idioms as a new user would -------------------------------------
+    ("load_checkpoint_saved_on_gpu_without_map_location",
+     "import io, torch, torch.serialization as serialization\ntag = serialization.location_tag\n"
+     "serialization.location_tag = lambda storage: 'cuda:0'  # what torch.save writes on a GPU machine\n"
+     "buffer = io.BytesIO()\ntry:\n    torch.save({'w': torch.ones(2)}, buffer)\nfinally:\n"
+     "    serialization.location_tag = tag\nbuffer.seek(0)\nresult = torch.load(buffer)['w'].device.type",
+     "result = 'cpu'"),
+    ("load_with_positional_map_location",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save(torch.ones(2, device='cuda'), buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, 'cuda').device.type",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save(torch.ones(2), buffer)\nbuffer.seek(0)\n"
+     "result = torch.load(buffer, 'cpu').device.type"),
+    ("autocast_state_queries",
+     "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n"
+     "    result = (torch.is_autocast_enabled(), torch.is_autocast_enabled('cuda'), torch.get_autocast_dtype('cuda'))",
+     "import torch\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n"
+     "    result = (torch.is_autocast_enabled('cpu'), torch.is_autocast_enabled('cpu'), torch.get_autocast_dtype('cpu'))"),
+    ("autocast_from_its_submodule",
+     "import torch\nfrom torch.cuda.amp.autocast_mode import autocast\nwith autocast(dtype=torch.bfloat16):\n"
+     "    result = (torch.ones(2, 2, device='cuda') @ torch.ones(2, 2, device='cuda')).dtype",
+     "import torch\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n"
+     "    result = (torch.ones(2, 2) @ torch.ones(2, 2)).dtype"),
+    ("cuda_random_submodule_states",
+     "import torch\nstates = torch.cuda.random.get_rng_state_all()\ntorch.cuda.random.set_rng_state_all(states)\n"
+     "result = len(states)",
+     "result = 1"),
+    ("cuda_manual_seed_makes_device_draws_reproducible",
+     "import torch\ntorch.cuda.manual_seed(42)\na = torch.randn(4, device='cuda')\ntorch.cuda.manual_seed(42)\n"
+     "b = torch.randn(4, device='cuda')\nresult = torch.equal(a, b)",
+     "import torch\ntorch.manual_seed(42)\na = torch.randn(4)\ntorch.manual_seed(42)\nb = torch.randn(4)\n"
+     "result = torch.equal(a, b)"),
+    ("legacy_tensor_type_without_arguments",
+     "import torch\nacc = torch.cuda.FloatTensor()\nresult = (tuple(acc.shape), acc.dtype)",
+     "import torch\nresult = ((0,), torch.float32)"),
+    ("fork_rng_of_the_cuda_device",
+     "import torch\ntorch.manual_seed(3)\nwith torch.random.fork_rng(devices=[torch.cuda.current_device()]):\n"
+     "    a = torch.randn(3, device='cuda')\nb = torch.randn(3, device='cuda')\nresult = torch.equal(a, b)",
+     "import torch\ntorch.manual_seed(3)\nwith torch.random.fork_rng(devices=[]):\n    a = torch.randn(3)\n"
+     "b = torch.randn(3)\nresult = torch.equal(a, b)"),
+    ("patching_a_torch_module_reaches_torch",
+     "import sys, torch.serialization as serialization\noriginal = serialization.location_tag\n"
+     "def tag(storage):\n    return original(storage)\nserialization.location_tag = tag\ntry:\n"
+     "    result = sys.modules['torch.serialization'].location_tag is tag\nfinally:\n"
+     "    serialization.location_tag = original",
+     None),
 ]

@@ -72,17 +72,19 @@ class DeviceModule:
         if recorder is not None:
             recorder.record_sync("synchronize")
 
+    # The emulated device's random draws come from the host generator (its state is what
+    # get_rng_state gives), so seeding the device seeds that generator.
     def manual_seed(self, seed: int) -> None:
-        return None
+        torch.default_generator.manual_seed(int(seed))
 
     def manual_seed_all(self, seed: int) -> None:
-        return None
+        torch.default_generator.manual_seed(int(seed))
 
     def seed(self) -> None:
-        return None
+        torch.default_generator.seed()
 
     def seed_all(self) -> None:
-        return None
+        torch.default_generator.seed()
 
     def initial_seed(self) -> int:
         return torch.initial_seed()

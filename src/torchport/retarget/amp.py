@@ -155,3 +155,27 @@ def custom_bwd(function=None, *, device_type: str = "cuda"):
     if function is None:
         return functools.partial(torch.amp.custom_bwd, device_type=device_type)
     return torch.amp.custom_bwd(function, device_type=device_type)
+
+
+def _autocast_type(device_type) -> str:
+    """The device type whose autocast state answers a question asked about `device_type` (None: CUDA,
+    as torch's argument-less forms mean)."""
+    if device_type is None or device_type == "cuda":
+        return state.current().type
+    return device_type
+
+
+def is_autocast_enabled(device_type=None) -> bool:
+    """`torch.is_autocast_enabled()` / `("cuda")` inside a CUDA autocast: the target's autocast state."""
+    return torch.is_autocast_enabled(_autocast_type(device_type))
+
+
+def get_autocast_dtype(device_type: str):
+    """`torch.get_autocast_dtype("cuda")`: the dtype the target's autocast runs with."""
+    return torch.get_autocast_dtype(_autocast_type(device_type))
+
+
+def get_autocast_gpu_dtype():
+    """`torch.get_autocast_gpu_dtype()` (deprecated CUDA form): the target's autocast dtype."""
+    return torch.get_autocast_dtype(_autocast_type(None))
+

@@ -16,7 +16,7 @@ import types
 import torch
 
 from torchport.retarget import amp, state
-from torchport.retarget.standin import StandIn
+from torchport.retarget.standin import StandIn, facade_module
 
 __all__ = ["build_cuda_module", "Event", "Stream"]
 
@@ -199,8 +199,17 @@ def manual_seed(seed: int) -> None:
     retarget.redirected("torch.cuda.manual_seed")
     if retarget.accelerator:
         retarget.backend.device_module().manual_seed(seed)
-    # On the CPU the application's torch.manual_seed already seeds the one generator; seeding it
-    # again here would change results relative to running the same code on CUDA.
+    else:
+        _seed_host(retarget, "torch.cuda.manual_seed", seed)
+
+
+def _seed_host(retarget, api: str, seed: int) -> None:
+    """On the CPU the device's draws come from the host generator (its state is what get_rng_state
+    gives): seeding it keeps them reproducible after torch.cuda.manual_seed(s), as on CUDA; host
+    draws restart with them, one generator serving both (reported)."""
+    retarget.decide(api, f"seeds the host generator: on {retarget.backend.name} it also draws the device's "
+                         "random numbers", kind="adapted")
+    torch.default_generator.manual_seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
@@ -209,11 +218,15 @@ def manual_seed_all(seed: int) -> None:
     if retarget.accelerator:
         module = retarget.backend.device_module()
         getattr(module, "manual_seed_all", module.manual_seed)(seed)
+    else:
+        _seed_host(retarget, "torch.cuda.manual_seed_all", seed)
 
 
 def seed() -> None:
     if _rt().accelerator:
         _rt().backend.device_module().seed()
+    else:
+        torch.default_generator.seed()  # see manual_seed
 
 
 seed_all = seed
@@ -467,7 +480,8 @@ class _LegacyTensorType(StandIn):
         retarget.redirected(f"torch.cuda.{cls.__name__}")
         if args and not isinstance(args[0], int):
             return torch.tensor(args[0], dtype=cls.dtype, device=retarget.device())
-        return torch.empty(*args, dtype=cls.dtype, device=retarget.device())
+        # `torch.cuda.FloatTensor()` is an empty tensor, as the legacy constructor makes it
+        return torch.empty(*(args or (0,)), dtype=cls.dtype, device=retarget.device())
 
 
 def _tensor_type(dtype: torch.dtype, name: str) -> type:
@@ -488,6 +502,10 @@ class _CudaModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         value = getattr(_real_cuda, name)
+        if isinstance(value, types.ModuleType):  # torch.cuda.random, torch.cuda.memory, ...
+            from torchport.retarget import runtime
+
+            return runtime.facade(value)
         if callable(value) and not isinstance(value, type):
             retarget = _rt()
             if retarget is not None:
@@ -521,12 +539,9 @@ def build_cuda_module() -> types.ModuleType:
     for name in _UNSUPPORTED:
         setattr(module, name, _unsupported(name))
     module.nvtx = _build_nvtx()
-    amp_module = types.ModuleType("torch.cuda.amp", "torch.cuda.amp on the target")
-    amp_module.autocast = amp.cuda_amp_autocast
-    amp_module.GradScaler = amp.cuda_amp_grad_scaler
-    amp_module.custom_fwd = amp.custom_fwd
-    amp_module.custom_bwd = amp.custom_bwd
-    module.amp = amp_module
+    module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
+        "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
+        "custom_fwd": amp.custom_fwd, "custom_bwd": amp.custom_bwd})
     for dtype, prefix in (
         (torch.float32, "Float"), (torch.float16, "Half"), (torch.bfloat16, "BFloat16"),
         (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),

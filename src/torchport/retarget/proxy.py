@@ -14,6 +14,7 @@ import types
 import torch
 
 from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state
+from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
 
@@ -22,21 +23,10 @@ _real_generator = torch.Generator
 
 
 def _facade_module(real: types.ModuleType, overrides: dict) -> types.ModuleType:
-    """A plain module holding a copy of `real`'s namespace plus `overrides`.
-
-    A plain module (not a subclass) keeps attribute reads at C speed; names the copy lacks (lazy
-    submodules, attributes set later) fall through to the real module via a module `__getattr__`.
-    """
-    module = types.ModuleType(real.__name__, real.__doc__)
-    module.__dict__.update(real.__dict__)
-    module.__dict__.update(overrides)
-
-    def __getattr__(name: str):
-        return getattr(real, name)
-
-    module.__getattr__ = __getattr__
-    module._torchport_real = real
-    return module
+    """A module holding a copy of `real`'s namespace plus `overrides` (see standin.FacadeModule):
+    attribute reads at plain-module speed; names the copy lacks (lazy submodules, attributes set
+    later) fall through to the real module; names the application sets reach the real module."""
+    return facade_module(real, overrides)
 
 
 class _MappedClassMeta(type):
@@ -101,6 +91,46 @@ def _set_default_tensor_type(tensor_type):
     return torch.set_default_tensor_type(tensor_type)
 
 
+def _load(f, map_location=None, *args, **kwargs):
+    """`torch.load` in application code: without `map_location`, what was saved on a CUDA device
+    loads on the target, as it loads on the GPU on a GPU machine (torch alone would stop: "Attempting
+    to deserialize object on a CUDA device"); a `map_location` given positionally maps as a keyword."""
+    if map_location is None:
+        restored_any = []
+
+        def map_location(storage, location: str):
+            restored = _restore_cuda_on_target(storage, location)
+            if restored is not None and not restored_any:
+                restored_any.append(True)
+                state.current().redirected("torch.load of tensors saved on CUDA")
+            return restored
+    else:
+        map_location = runtime.map_location(None, map_location)
+    return torch.load(f, map_location, *args, **kwargs)
+
+
+def _restore_cuda_on_target(storage, location: str):
+    if not location.startswith("cuda"):
+        return None  # torch's own restore
+    retarget = state.current()
+    if not retarget.backend.loads_to_device:
+        return storage  # the target loads on the host first (its profile says so)
+    return torch.serialization.default_restore_location(storage, str(runtime.map_device(location)))
+
+
+def _fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type=None):
+    """`torch.random.fork_rng` in application code: its device is CUDA ("cuda", or the default where
+    no accelerator is found), so the target's generator is forked; on the CPU the host generator,
+    which torch always forks, is the device's."""
+    if device_type in (None, "cuda"):
+        retarget = state.current()
+        if retarget.accelerator:
+            device_type = retarget.type
+        else:
+            devices = []
+    return torch.random.fork_rng(devices, enabled, _caller, _devices_kw, device_type)
+
+
 def _get_device_module(device=None):
     """`torch.get_device_module('cuda')` (or of the current accelerator) in application code is the
     torch.cuda facade: the application runs on a CUDA machine."""
@@ -132,6 +162,7 @@ class Facades:
             {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group},
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
+        self.random = _facade_module(torch.random, {"fork_rng": _fork_rng})
         self.torch = _facade_module(
             torch,
             {
@@ -139,12 +170,17 @@ class Facades:
                 "amp": self.amp,
                 "distributed": self.distributed,
                 "backends": self.backends,
+                "random": self.random,
                 "device": DeviceFacade,
                 "Generator": GeneratorFacade,
                 "autocast": amp.autocast,
+                "is_autocast_enabled": amp.is_autocast_enabled,
+                "get_autocast_dtype": amp.get_autocast_dtype,
+                "get_autocast_gpu_dtype": amp.get_autocast_gpu_dtype,
                 "set_default_device": _set_default_device,
                 "set_default_tensor_type": _set_default_tensor_type,
                 "get_device_module": _get_device_module,
+                "load": _load,
             },
         )
         #: module name -> facade, for every real module the application may import.
@@ -158,6 +194,7 @@ class Facades:
             "torch.backends": self.backends,
             "torch.backends.cudnn": self.backends.cudnn,
             "torch.backends.cuda": self.backends.cuda,
+            "torch.random": self.random,
         }
 
 

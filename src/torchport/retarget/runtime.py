@@ -12,6 +12,7 @@ belongs to torch or to an installed distribution that depends on torch (`destina
 
 from __future__ import annotations
 
+import types
 from functools import partial as _partial
 
 import torch
@@ -73,6 +74,12 @@ def bind(retarget: Retarget | None) -> None:
 #: id(real torch module) -> the facade the application sees; module name -> facade.
 _facades_by_id: dict[int, object] = {}
 _facades_by_name: dict[str, object] = {}
+#: id(real torch function or class) -> the stand-in a facade holds in its place, so that every way
+#: to the same object (`torch.cuda.amp.GradScaler`, `from torch.cuda.amp.grad_scaler import
+#: GradScaler`, `torch.cuda.random.get_rng_state_all`) gives the application the one answer.
+_standins_by_id: dict[int, object] = {}
+#: real modules (by id) holding none of those objects: they need no facade.
+_plain_modules: set[int] = set()
 
 
 def bind_facades(by_name: dict[str, object]) -> None:
@@ -82,20 +89,63 @@ def bind_facades(by_name: dict[str, object]) -> None:
     _facades_by_name.clear()
     _facades_by_name.update(by_name)
     _facades_by_id.clear()
+    _standins_by_id.clear()
+    _plain_modules.clear()
     for name, module in by_name.items():
-        _facades_by_id[id(importlib.import_module(name))] = module
+        real = importlib.import_module(name)
+        _facades_by_id[id(real)] = module
+        for attribute, standin in vars(module).items():
+            original = real.__dict__.get(attribute)
+            if original is not None and original is not standin and not attribute.startswith("__") \
+                    and isinstance(original, (types.FunctionType, types.BuiltinFunctionType, type)):
+                _standins_by_id[id(original)] = standin
+    # Submodules a facade holds (`torch.cuda.amp.autocast_mode`, `torch.serialization`) are their
+    # facades where they hold a replaced object, so that reading through them gives the stand-in too.
+    pending = list(by_name.values())
+    while pending:
+        namespace = vars(pending.pop())
+        for attribute, value in list(namespace.items()):
+            if type(value) is types.ModuleType and value.__name__.startswith("torch.") \
+                    and not attribute.startswith(("__", "_torchport")):
+                found = facade(value)
+                if found is not value:
+                    namespace[attribute] = found
+                    pending.append(found)
 
 
 def facade(value):
-    """The facade of a real torch module (what `import torch.cuda as c` binds); anything else unchanged."""
-    return _facades_by_id.get(id(value), value)
+    """The facade of a real torch module (what `import torch.cuda as c` binds); anything else unchanged.
+
+    A torch submodule without a facade of its own that holds objects a facade replaces (e.g.
+    `torch.cuda.random`, `torch.cuda.amp.grad_scaler`) gets one made on first use."""
+    found = _facades_by_id.get(id(value))
+    if found is not None:
+        return found
+    if value.__class__ is types.ModuleType and id(value) not in _plain_modules \
+            and value.__name__.startswith("torch.") and _standins_by_id:
+        return _submodule_facade(value)
+    return value
+
+
+def _submodule_facade(real: types.ModuleType):
+    overrides = {attribute: _standins_by_id[id(value)] for attribute, value in list(vars(real).items())
+                 if id(value) in _standins_by_id and not attribute.startswith("__")}
+    if not overrides:
+        _plain_modules.add(id(real))
+        return real
+    from torchport.retarget.standin import facade_module
+
+    module = facade_module(real, overrides)
+    _facades_by_id[id(real)] = module
+    return module
 
 
 def from_import(module_name: str, attribute: str, value):
-    """`from torch.cuda.amp import GradScaler`: the name as the facade of `module_name` has it."""
+    """`from torch.cuda.amp import GradScaler`: the name as the facade of `module_name` has it; from a
+    module without a facade, the stand-in of the object imported, if a facade replaces it."""
     module = _facades_by_name.get(module_name)
     if module is None:
-        return _facades_by_id.get(id(value), value)
+        return _standins_by_id.get(id(value)) or facade(value)
     return getattr(module, attribute, value)
 
 
@@ -264,7 +314,8 @@ def output_device(site: int, value):
 def map_location(site: int, value):
     """`map_location=`: strings, devices, dicts of them, and callables returning them."""
     if not _rt.backend.loads_to_device:
-        _hit(site)
+        if site is not None:
+            _hit(site)
         return "cpu"
     value_type = value.__class__
     if value_type in (str, int, _device_type):

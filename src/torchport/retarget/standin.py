@@ -12,8 +12,9 @@ genuine class, so what a retargeted program saves loads where torchport is not i
 from __future__ import annotations
 
 import copyreg
+import types
 
-__all__ = ["StandIn", "reduce_as_genuine"]
+__all__ = ["StandIn", "reduce_as_genuine", "FacadeModule", "facade_module"]
 
 
 class StandIn(type):
@@ -52,3 +53,36 @@ def reduce_as_genuine(instance, protocol):
     reduced = object.__reduce_ex__(instance, protocol)
     state = reduced[2] if len(reduced) > 2 else None
     return (copyreg._reconstructor, (cls._torchport_genuine, object, None), state)
+
+
+class FacadeModule(types.ModuleType):
+    """A torch module as the application sees it: a copy of the real module's namespace with some
+    names replaced by stand-ins. Reads are plain module reads (names the copy lacks fall through to
+    the real module); a name the application sets or deletes is set or deleted on the real module
+    too, so that patching torch (`torch.serialization.location_tag = ...`, `mock.patch.object`)
+    reaches torch and the libraries as it does without torchport. A replaced name is set in the
+    facade alone: the stand-in behind it calls the genuine object, which stays in place."""
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if name not in self.__dict__.get("_torchport_overrides", ()) and not name.startswith("_torchport"):
+            setattr(self.__dict__["_torchport_real"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        if name not in self.__dict__.get("_torchport_overrides", ()):
+            real = self.__dict__["_torchport_real"]
+            if hasattr(real, name):
+                delattr(real, name)
+
+
+def facade_module(real: types.ModuleType, overrides: dict) -> FacadeModule:
+    """A FacadeModule of `real` with `overrides` in place of the real names."""
+    module = FacadeModule(real.__name__, real.__doc__)
+    namespace = module.__dict__
+    namespace.update(real.__dict__)
+    namespace.update(overrides)
+    namespace["_torchport_real"] = real
+    namespace["_torchport_overrides"] = frozenset(overrides)
+    namespace["__getattr__"] = lambda name: getattr(real, name)
+    return module
