@@ -349,4 +349,10 @@ IDIOMS = [
      "    result = sys.modules['torch.serialization'].location_tag is tag\nfinally:\n"
      "    serialization.location_tag = original",
      None),
+    ("stream_entered_is_the_current_stream",
+     "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    inside = torch.cuda.current_stream() == s\n"
+     "torch.cuda.set_stream(s)\nchosen = torch.cuda.current_stream() == s\n"
+     "torch.cuda.set_stream(torch.cuda.default_stream())\nlow, high = torch.cuda.Stream.priority_range()\n"
+     "result = (inside, chosen, s.device.type, s.priority, isinstance(low, int) and isinstance(high, int))",
+     "result = (True, True, 'cpu', 0, True)"),
 ]

@@ -10,6 +10,7 @@ streams are context managers that run work in order. CUDA-only features with no 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import types
 
@@ -339,11 +340,26 @@ class Stream(_real_cuda.Stream, metaclass=StandIn, genuine=_real_cuda.Stream):
         retarget = _rt()
         retarget.redirected("torch.cuda.Stream")
         self._torchport_real = None
+        self._torchport_priority = priority
         if retarget.accelerator and retarget.backend.native_streams:
             self._torchport_real = torch.Stream(retarget.device(), priority=priority)
         elif retarget.accelerator:
             retarget.noop("torch.cuda.Stream", f"{retarget.backend.name} has no user streams; work runs in order")
         self._context = contextlib.nullcontext()
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(lowest, highest) priority: one level where the target has no stream priorities."""
+        return (0, 0)
+
+    @property
+    def device(self) -> torch.device:
+        real = getattr(self, "_torchport_real", None)
+        return real.device if real is not None else _rt().device()
+
+    @property
+    def priority(self) -> int:
+        return getattr(self, "_torchport_priority", 0)
 
     def wait_stream(self, stream) -> None:
         if self._torchport_real is not None:
@@ -368,29 +384,48 @@ class Stream(_real_cuda.Stream, metaclass=StandIn, genuine=_real_cuda.Stream):
     def __enter__(self):
         if self._torchport_real is not None:
             self._context = self._torchport_real
+        else:  # no user streams: the stream is still the current one inside the block, as on CUDA
+            _current.__dict__.setdefault("stack", []).append(self)
         return self._context.__enter__()
 
     def __exit__(self, *exc_info):
+        if self._torchport_real is None:
+            stack = _current.__dict__.get("stack")
+            if stack:
+                stack.pop()
         return self._context.__exit__(*exc_info)
 
 
 _default_stream: Stream | None = None
+#: Per thread, where the target has no user streams: the stream set_stream chose ("set") and those
+#: entered with `with torch.cuda.stream(s)` ("stack"), so current_stream() answers as on CUDA.
+_current = threading.local()
 
 
 def current_stream(device=None) -> Stream:
-    global _default_stream
     retarget = _rt()
     if retarget.accelerator and retarget.backend.native_streams:
         wrapper = Stream.__new__(Stream)
         wrapper._torchport_real = torch.accelerator.current_stream()
         wrapper._context = contextlib.nullcontext()
         return wrapper
+    stack = _current.__dict__.get("stack")
+    if stack:
+        return stack[-1]
+    chosen = _current.__dict__.get("set")
+    if chosen is not None:
+        return chosen
+    return default_stream(device)
+
+
+def default_stream(device=None) -> Stream:
+    global _default_stream
+    retarget = _rt()
+    if retarget.accelerator and retarget.backend.native_streams:
+        return current_stream(device)
     if _default_stream is None:
         _default_stream = Stream()
     return _default_stream
-
-
-default_stream = current_stream
 
 
 def stream(stream_object):
@@ -404,6 +439,8 @@ def set_stream(stream_object) -> None:
     real = getattr(stream_object, "_torchport_real", None)
     if real is not None:
         torch.accelerator.set_stream(real)
+    elif stream_object is not None:
+        _current.set = stream_object
 
 
 # -- nvtx ------------------------------------------------------------------------------------
