@@ -12,4 +12,10 @@ fi
 .venv-xla/bin/python -m pip install --quiet --disable-pip-version-check \
   "torch==2.9.*" "torch_xla==2.9.*" -e . 2>&1 \
   | grep -v "is ignored: it is neither a file nor a directory" || true
-PJRT_DEVICE=CPU .venv-xla/bin/python -c "import torch, torch_xla; print('torch', torch.__version__, 'torch_xla', torch_xla.__version__)"
+if ! PJRT_DEVICE=CPU .venv-xla/bin/python -c "import torch, torch_xla, torchport; print('torch', torch.__version__, 'torch_xla', torch_xla.__version__)"; then
+  # a half-installed environment (a full disk, a broken download) would make the xla tests fail
+  # instead of skipping: remove it, and say so
+  rm -rf .venv-xla
+  echo "setup-xla-env: .venv-xla could not import torch, torch_xla and torchport; removed it" >&2
+  exit 1
+fi

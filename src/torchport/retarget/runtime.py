@@ -121,7 +121,7 @@ def facade(value):
     found = _facades_by_id.get(id(value))
     if found is not None:
         return found
-    if value.__class__ is types.ModuleType and id(value) not in _plain_modules \
+    if type(value) is types.ModuleType and id(value) not in _plain_modules \
             and value.__name__.startswith("torch.") and _standins_by_id:
         return _submodule_facade(value)
     return value
