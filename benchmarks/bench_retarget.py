@@ -88,6 +88,15 @@ def _difference_interval(differences: list[float]) -> tuple[float, float, float]
     return mean, mean - half, mean + half
 
 
+def _pair(measure, retargeted: list[str], ported: list[str], first: int) -> tuple[float, float]:
+    """(measure(retargeted), measure(ported)), the ported side run first when `first` is 1."""
+    if first:
+        ported_value = measure(ported)
+        return measure(retargeted), ported_value
+    retargeted_value = measure(retargeted)
+    return retargeted_value, measure(ported)
+
+
 def _process(command: list[str], env: dict | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of `command`."""
     import resource
@@ -134,7 +143,7 @@ def startup(rounds: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the precision part")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the precision part and of the tiny ops with device arguments")
     parser.add_argument("--overhead-rounds", type=int, default=10,
                         help="rounds of the two overhead comparisons, GPT step and tiny ops (targets of 1%% and 5%%)")
     parser.add_argument("--steps", type=int, default=40)
@@ -163,15 +172,14 @@ def main() -> int:
     for round_index in range(max(args.rounds, args.overhead_rounds)):
         first = round_index % 2  # each side goes first in every other round
         if round_index < args.overhead_rounds:
-            sides = [[*torchport, "--precision", "keep", "train_gpt_cuda.py", "--no-amp"],
-                     [PYTHON, "train_gpt_ported.py"]]
-            results = {index: _train(sides[index], args.steps) for index in (first, 1 - first)}
-            retargeted_steps.append(_step_median(results[0], warmup))
-            ported_steps.append(_step_median(results[1], warmup))
-            sides = [[*torchport, "tiny_ops_cuda.py"], [PYTHON, "tiny_ops_ported.py"]]
-            results = {index: _tiny(sides[index]) for index in (first, 1 - first)}
-            tiny_retargeted.append(results[0])
-            tiny_ported.append(results[1])
+            retargeted, ported = _pair(lambda command: _step_median(_train(command, args.steps), warmup),
+                                       [*torchport, "--precision", "keep", "train_gpt_cuda.py", "--no-amp"],
+                                       [PYTHON, "train_gpt_ported.py"], first)
+            retargeted_steps.append(retargeted)
+            ported_steps.append(ported)
+            retargeted, ported = _pair(_tiny, [*torchport, "tiny_ops_cuda.py"], [PYTHON, "tiny_ops_ported.py"], first)
+            tiny_retargeted.append(retargeted)
+            tiny_ported.append(ported)
         if round_index >= args.rounds:
             continue
         # The precision comparison needs matmuls large enough for bf16 to pay: width 384, 128 tokens.
@@ -180,10 +188,10 @@ def main() -> int:
         fp32_steps.append(_step_median(ported_fp32, warmup))
         fp32_loss = ported_fp32["losses"][-1]
         flag = "--with-device-arguments"
-        sides = [[*torchport, "tiny_ops_cuda.py", flag], [PYTHON, "tiny_ops_ported.py", flag]]
-        results = {index: _tiny(sides[index]) for index in (first, 1 - first)}
-        device_retargeted.append(results[0])
-        device_ported.append(results[1])
+        retargeted, ported = _pair(_tiny, [*torchport, "tiny_ops_cuda.py", flag], [PYTHON, "tiny_ops_ported.py", flag],
+                                   first)
+        device_retargeted.append(retargeted)
+        device_ported.append(ported)
         auto = _train([*torchport, "--precision", "auto", "train_gpt_cuda.py", "--amp", *larger],
                       args.precision_steps)
         auto_steps.append(_step_median(auto, warmup))

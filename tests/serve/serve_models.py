@@ -3,6 +3,7 @@ non-CPU device (the primary), and a perturbed one for shadow mode."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import torch
@@ -102,3 +103,22 @@ def fallback_answer(deployment, rows):
     """What the fallback device itself answers for `rows`, computed outside the runtime."""
     with torch.inference_mode():
         return deployment.fallback.model()(torch.tensor(rows)).tolist()
+
+
+#: The two ways a request reaches a Deployment: from a thread, and as `torchport serve` sends it.
+FORMS = ("predict", "predict_async")
+
+
+def ask(deployment, payload, form: str = "predict"):
+    """`deployment.predict(payload)`, or `predict_async` awaited in an event loop of its own."""
+    if form == "predict_async":
+        return asyncio.run(deployment.predict_async(payload))
+    return deployment.predict(payload)
+
+
+def settle(deployment, limit_s: float = 5.0) -> None:
+    """Wait until the hung calls a test left behind have returned (a thread still inside a model at
+    interpreter exit can abort the process)."""
+    deadline = time.monotonic() + limit_s
+    while deployment._primary_workers.abandoned and time.monotonic() < deadline:
+        time.sleep(0.02)

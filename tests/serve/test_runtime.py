@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from serve_models import (FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, fallback_answer,
-                          faulty, make_linear, sample)
+from serve_models import (FEATURES, FORMS, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, ask,
+                          fallback_answer, faulty, make_linear, sample, settle)
 from torchport.errors import UsageError
 from torchport.serve import (CLOSED, HALF_OPEN, OPEN, Deployment, Draining, InvalidInput, ModelRejectedInput,
                              NoDeviceAnswered)
@@ -26,22 +26,24 @@ def test_healthy_request_is_answered_by_the_primary_device():
         assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("cause", sorted(MARKERS))
-def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause):
-    plan = FaultPlan(hang_s=0.6)
+def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause, form):
+    plan = FaultPlan(hang_s=1.0)
     with faulty(plan) as deployment:
         rows = sample(7, MARKERS[cause])
         started = time.perf_counter()
-        answer = deployment.predict({"inputs": rows})
+        answer = ask(deployment, {"inputs": rows}, form)
         elapsed = time.perf_counter() - started
         assert (answer.role, answer.device, answer.failover) == ("fallback", "cpu", cause)
         assert answer.body["outputs"] == fallback_answer(deployment, rows)
         if cause == "timeout":
-            assert elapsed < 0.5, "the fallback answers at the timeout, not when the hung call returns"
-        following = deployment.predict({"inputs": sample(8)})
+            assert elapsed < 0.8, "the fallback answers at the timeout, not when the hung call returns"
+        following = ask(deployment, {"inputs": sample(8)}, form)
         assert following.role == "primary" and deployment.breaker.state == CLOSED
         exposition = deployment.metrics.exposition()[0].decode()
         assert f'torchport_serve_failovers_total{{cause="{cause}"}} 1.0' in exposition
+        settle(deployment)
 
 
 def test_breaker_opens_after_the_threshold_probes_and_closes_on_recovery():
@@ -308,12 +310,13 @@ def test_default_preprocess_refuses_values_its_dtype_would_change(payload, fragm
         default_preprocess(payload)
 
 
-def test_without_a_timeout_the_primary_runs_in_the_callers_thread_and_still_fails_over():
+@pytest.mark.parametrize("form", FORMS)
+def test_without_a_timeout_the_primary_runs_in_the_callers_thread_and_still_fails_over(form):
     plan = FaultPlan()
     with faulty(plan, timeout_s=None) as deployment:
-        assert deployment.predict({"inputs": sample(1)}).role == "primary"
+        assert ask(deployment, {"inputs": sample(1)}, form).role == "primary"
         for cause in ("error", "nonfinite", "oom"):
-            answer = deployment.predict({"inputs": sample(2, MARKERS[cause])})
+            answer = ask(deployment, {"inputs": sample(2, MARKERS[cause])}, form)
             assert (answer.role, answer.failover) == ("fallback", cause)
 
 

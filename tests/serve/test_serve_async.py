@@ -1,4 +1,5 @@
-"""`Deployment.predict_async`, the way `torchport serve` answers: the request runs on a primary
+"""`Deployment.predict_async`, the way `torchport serve` answers (the failover of each cause and the
+path without a timeout are tested for both ways in test_runtime.py): the request runs on a primary
 worker, the event loop holds the primary's deadline, and every request is answered exactly once,
 by the primary or, within the same request, by the fallback.
 
@@ -14,7 +15,7 @@ import time
 import pytest
 import torch
 
-from serve_models import MARKERS, PRIMARY, FaultPlan, FaultyModel, fallback_answer, faulty, sample
+from serve_models import MARKERS, PRIMARY, FaultPlan, FaultyModel, fallback_answer, faulty, sample, settle
 from torchport.serve import CLOSED, Deployment, Draining
 
 
@@ -26,35 +27,9 @@ def metric(deployment, line_start: str) -> float:
     return 0.0
 
 
-def settle(deployment, limit_s: float = 5.0) -> None:
-    """Wait until the hung calls a test left behind have returned (a thread still inside a model at
-    interpreter exit can abort the process)."""
-    deadline = time.monotonic() + limit_s
-    while deployment._primary_workers.abandoned and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def answered(deployment) -> float:
     return sum(metric(deployment, f'torchport_serve_requests_total{{device="{device}",outcome="{outcome}",role="{role}"}}')
                for device, role in ((PRIMARY, "primary"), ("cpu", "fallback")) for outcome in ("ok", "failover"))
-
-
-@pytest.mark.parametrize("cause", sorted(MARKERS))
-def test_each_failure_is_answered_by_the_fallback_within_the_same_request(cause):
-    plan = FaultPlan(hang_s=1.0)
-    with faulty(plan) as deployment:
-        rows = sample(7, MARKERS[cause])
-        started = time.perf_counter()
-        answer = asyncio.run(deployment.predict_async({"inputs": rows}))
-        elapsed = time.perf_counter() - started
-        assert (answer.role, answer.device, answer.failover) == ("fallback", "cpu", cause)
-        assert answer.body["outputs"] == fallback_answer(deployment, rows)
-        if cause == "timeout":
-            assert elapsed < 0.8, "the fallback answers at the timeout, not when the hung call returns"
-        following = asyncio.run(deployment.predict_async({"inputs": sample(8)}))
-        assert following.role == "primary" and deployment.breaker.state == CLOSED
-        assert metric(deployment, f'torchport_serve_failovers_total{{cause="{cause}"}}') == 1.0
-        settle(deployment)
 
 
 def test_a_hung_call_that_returns_late_is_dropped_not_answered_twice():
@@ -129,13 +104,6 @@ def test_a_draining_deployment_refuses_async_requests():
         deployment.drain(timeout_s=1)
         with pytest.raises(Draining):
             asyncio.run(deployment.predict_async({"inputs": sample(1)}))
-
-
-def test_without_a_timeout_async_requests_still_fail_over():
-    with faulty(FaultPlan(), timeout_s=None) as deployment:
-        assert asyncio.run(deployment.predict_async({"inputs": sample(1)})).role == "primary"
-        answer = asyncio.run(deployment.predict_async({"inputs": sample(2, MARKERS["error"])}))
-        assert (answer.role, answer.failover) == ("fallback", "error")
 
 
 def test_the_primary_runs_on_a_primary_worker_thread():

@@ -178,4 +178,3 @@ def get_autocast_dtype(device_type: str):
 def get_autocast_gpu_dtype():
     """`torch.get_autocast_gpu_dtype()` (deprecated CUDA form): the target's autocast dtype."""
     return torch.get_autocast_dtype(_autocast_type(None))
-

@@ -204,13 +204,16 @@ def manual_seed(seed: int) -> None:
         _seed_host(retarget, "torch.cuda.manual_seed", seed)
 
 
-def _seed_host(retarget, api: str, seed: int) -> None:
+def _seed_host(retarget, api: str, seed: int | None) -> None:
     """On the CPU the device's draws come from the host generator (its state is what get_rng_state
     gives): seeding it keeps them reproducible after torch.cuda.manual_seed(s), as on CUDA; host
-    draws restart with them, one generator serving both (reported)."""
+    draws restart with them, one generator serving both (reported). `seed` None: a random seed."""
     retarget.decide(api, f"seeds the host generator: on {retarget.backend.name} it also draws the device's "
                          "random numbers", kind="adapted")
-    torch.default_generator.manual_seed(seed)
+    if seed is None:
+        torch.default_generator.seed()
+    else:
+        torch.default_generator.manual_seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
@@ -224,10 +227,11 @@ def manual_seed_all(seed: int) -> None:
 
 
 def seed() -> None:
-    if _rt().accelerator:
-        _rt().backend.device_module().seed()
+    retarget = _rt()
+    if retarget.accelerator:
+        retarget.backend.device_module().seed()
     else:
-        torch.default_generator.seed()  # see manual_seed
+        _seed_host(retarget, "torch.cuda.seed", None)
 
 
 seed_all = seed

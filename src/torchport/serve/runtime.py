@@ -706,33 +706,23 @@ class Deployment:
         return Answer(outputs, PRIMARY, self.primary.name)
 
     def _call_primary(self, inputs: Any, window: _Window | None = None) -> Any:
-        """The primary's checked outputs, or _DeviceFailure. Without a timeout, and inside a `window`
-        (already on a worker, the deadline held by an event loop), in this thread; else on a worker."""
-        if window is not None:
-            window.enter(inputs)
-            try:
-                outputs = self.primary.run(inputs)
-            except (Exception, SystemExit) as error:
-                window.leave()
-                raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
-            except BaseException:
-                window.leave()
-                raise
-            window.leave()
-            return self._checked(outputs, inputs)
-        if self.timeout_s is None:  # no timeout to enforce: no handoff to a worker either
-            try:
-                outputs = self.primary.run(inputs)
-            except Exception as error:
-                raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
-            return self._checked(outputs, inputs)
+        """The primary's checked outputs, or _DeviceFailure (sys.exit() in the model is a failure too;
+        Ctrl-C is not). With a timeout the call runs on a worker; without one, and inside a `window`
+        (already on a worker, the deadline held by an event loop), in this thread."""
         try:
-            outputs = self._primary_workers.call(self.primary.run, inputs, self.timeout_s)
-        except Deadline as error:
+            if window is None and self.timeout_s is not None:
+                outputs = self._primary_workers.call(self.primary.run, inputs, self.timeout_s)
+            else:
+                if window is not None:
+                    window.enter(inputs)
+                try:
+                    outputs = self.primary.run(inputs)
+                finally:
+                    if window is not None:
+                        window.leave()  # raises _Abandoned once the loop has answered without it
+        except (Deadline, Busy) as error:  # Busy: every worker is still in a call past its timeout
             raise _DeviceFailure("timeout", str(error)) from None
-        except Busy as error:  # every worker is still in a call past its timeout
-            raise _DeviceFailure("timeout", str(error)) from None
-        except (Exception, SystemExit) as error:  # sys.exit() in the model is a failure too; Ctrl-C is not
+        except (Exception, SystemExit) as error:
             raise _DeviceFailure(failure_cause(error, self.primary.backend), f"{type(error).__name__}: {error}") from error
         return self._checked(outputs, inputs)
 
@@ -856,11 +846,10 @@ class Deployment:
         self._background.pool.shutdown(wait=False, cancel_futures=True)
         with self._state:
             pool, in_flight = self._async_pool, self._in_flight
-        if pool is not None:
-            # requests still in flight after the drain may need it for their fallback answer: its
-            # threads then stop once idle at exit instead
-            if in_flight == 0:
-                pool.shutdown(wait=False, cancel_futures=True)
+        # requests still in flight after the drain may need it for their fallback answer: its threads
+        # then stop once idle at exit instead
+        if pool is not None and in_flight == 0:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Deployment:
         return self
