@@ -37,7 +37,8 @@ def program(tmp_path):
         if form == "use":
             body = 'import torchport; torchport.use("cpu", precision="keep")\n' + body
         script.write_text(body)
-        environment = {**os.environ, "TORCHPORT_QUIET": "1", **(env or {})}
+        environment = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+        environment.update({"TORCHPORT_QUIET": "1", **(env or {})})
         if form in ("run",):
             command = [sys.executable, "-m", "torchport", "run", *options, str(script), *args]
         else:

@@ -152,3 +152,59 @@ def test_strict_turns_silent_noops_into_errors(program):
     strict = program(source, "--device", "cpu", "--strict")
     assert strict.returncode == 1 and "reached" not in strict.stdout
     assert "torch.cuda.set_device" in strict.stderr and "--strict" in strict.stderr
+
+
+HIDDEN_SCRIPT = """
+import os, warnings
+os.environ["CUDA_VISIBLE_DEVICES"] = ""  # set before CUDA is first asked anything, as scripts do
+import torch
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    with torch.autocast("cuda"):
+        y = torch.ones(2, 2) @ torch.ones(2, 2)
+    scaler = torch.amp.GradScaler("cuda")
+print("available=" + str(torch.cuda.is_available()))
+print("count=" + str(torch.cuda.device_count()))
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print("device=" + str(torch.zeros(1, device=device).device))
+print("autocast_dtype=" + str(y.dtype))
+print("scaler=" + str(scaler.is_enabled()))
+print("warnings=" + repr(sorted(str(w.message) for w in caught)))
+"""
+
+
+def test_cuda_visible_devices_hiding_every_gpu_gives_the_cpu_path_of_a_machine_without_cuda(program, tmp_path):
+    # the twin: the same program where CUDA really is unavailable (this machine, plain python)
+    plain = program(HIDDEN_SCRIPT, form="plain")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.values()["available"] == "False" and plain.values()["warnings"] != "[]"
+    report = tmp_path / "report.json"
+    for form, options in (("run", ("--device", "cpu", "--report", str(report))), ("use", ())):
+        retargeted = program(HIDDEN_SCRIPT, *options, form=form)
+        assert retargeted.returncode == 0, retargeted.stderr
+        assert retargeted.values() == plain.values(), form
+    decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
+    assert "hides every device" in decisions["CUDA_VISIBLE_DEVICES"]["decision"]
+    # work the application still places on 'cuda' fails as on a GPU machine with every device hidden
+    placed = program(HIDDEN_SCRIPT + "torch.zeros(1).cuda()\n", "--device", "cpu")
+    assert placed.returncode != 0 and "RuntimeError: No CUDA GPUs are available" in placed.stderr
+
+
+VISIBLE_SCRIPT = """
+import torch
+print("available=" + str(torch.cuda.is_available()))
+print("count=" + str(torch.cuda.device_count()))
+"""
+
+
+def test_cuda_visible_devices_is_read_as_cuda_reads_it(program):
+    # the CPU target is a machine with one device: indices past it end the list, as CUDA ends it
+    for setting, available, count in (("0", "True", "1"), ("0,1", "True", "1"), ("1", "False", "0"),
+                                      ("-1", "False", "0"), ("0,0", "False", "0"), ("0gpu", "True", "1")):
+        result = program(VISIBLE_SCRIPT, "--device", "cpu", env={"CUDA_VISIBLE_DEVICES": setting})
+        assert result.returncode == 0, result.stderr
+        assert (result.values()["available"], result.values()["count"]) == (available, count), setting
+    for device in ("cpu", "neuron-emulated"):
+        unset = program(VISIBLE_SCRIPT, "--device", device)
+        assert unset.returncode == 0, unset.stderr
+        assert unset.values() == {"available": "True", "count": "1"}

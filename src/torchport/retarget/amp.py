@@ -58,6 +58,9 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
         return device_type, dtype, enabled
     if not enabled:
         return retarget.type, None, False
+    if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: torch's own warning and answer
+        warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=3)
+        return retarget.type, None, False
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
@@ -101,6 +104,9 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
         return device, enabled
     retarget.redirected("GradScaler('cuda')")
     device = retarget.type
+    if enabled and not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: as torch does
+        warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.", stacklevel=3)
+        enabled = False
     if enabled:
         fp16 = effective_dtype(torch.float16) is torch.float16
         if not fp16:

@@ -30,22 +30,27 @@ def _rt() -> state.Retarget:
 
 # -- devices ---------------------------------------------------------------------------------
 def is_available() -> bool:
-    _rt().redirected("torch.cuda.is_available")
-    return True
+    retarget = _rt()
+    retarget.redirected("torch.cuda.is_available")
+    return bool(retarget.visible())
 
 
 def device_count() -> int:
     retarget = _rt()
     retarget.redirected("torch.cuda.device_count")
-    return max(1, retarget.backend.device_count()) if retarget.accelerator else 1
+    return len(retarget.visible())
 
 
 def current_device() -> int:
     retarget = _rt()
     retarget.redirected("torch.cuda.current_device")
+    visible = retarget.visible()
+    if not visible:
+        raise RuntimeError("No CUDA GPUs are available")
     if not retarget.accelerator:
         return 0
-    return torch.accelerator.current_device_index()
+    index = torch.accelerator.current_device_index()
+    return visible.index(index) if index in visible else 0
 
 
 def set_device(device) -> None:

@@ -15,7 +15,7 @@ from torchport.backends import Backend
 from torchport.errors import StrictModeError, UnsupportedCudaFeature
 from torchport.retarget.report import NOOP, REDIRECTED, UNSUPPORTED, Recorder, Site
 
-__all__ = ["Retarget", "current", "set_current", "PRECISION_POLICIES"]
+__all__ = ["Retarget", "current", "set_current", "visible_devices", "PRECISION_POLICIES"]
 
 PRECISION_POLICIES = ("keep", "auto", "bf16", "fp32")
 _CUDA_STRING = re.compile(r"^cuda(?::(\d+))?$")
@@ -43,6 +43,7 @@ class Retarget:
         self.accelerator = self.backend.is_accelerator()
         self.mapped_strings: dict[str, str] = {}  # read directly by the runtime's hot path
         self._device_cache: dict[int | None, object] = {}
+        self._visible: tuple[int, ...] | None = None
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 
@@ -50,12 +51,33 @@ class Retarget:
         return f"<torchport retarget: cuda -> {self.backend.name}, precision {self.precision}>"
 
     # -- devices -----------------------------------------------------------------------------
+    def visible(self) -> tuple[int, ...]:
+        """The target's device indices that CUDA ordinals 0, 1, ... name: every device, or the ones
+        `CUDA_VISIBLE_DEVICES` lists. Read once, at the first question about devices, as CUDA reads it
+        when it initialises (a script that sets it before touching CUDA is obeyed)."""
+        if self._visible is None:
+            count = max(1, self.backend.device_count()) if self.accelerator else 1
+            setting = os.environ.get("CUDA_VISIBLE_DEVICES")
+            visible, why = visible_devices(setting, count)
+            if why:
+                self.decide("CUDA_VISIBLE_DEVICES", f"{setting!r}: {why} ({self.backend.name} has {count} "
+                                                    f"device{'s' if count != 1 else ''})", kind="device")
+            if self.accelerator and visible and visible[0] != 0:  # CUDA's device 0 is the first one listed
+                import torch
+
+                torch.accelerator.set_device_index(visible[0])
+            self._visible = visible
+        return self._visible
+
     def device(self, index: int | None = None):
         """The torch.device standing for 'cuda' (index None) or 'cuda:index'."""
         try:
             return self._device_cache[index]
         except KeyError:
-            device = self.backend.device(index)
+            visible = self.visible()
+            if not visible:  # what CUDA raises when every device is hidden
+                raise RuntimeError("No CUDA GPUs are available")
+            device = self.backend.device(None if index is None else visible[index % len(visible)])
             self._device_cache[index] = device
             return device
 
@@ -115,6 +137,33 @@ class Retarget:
             self.recorder.scope[root] = why
             if self.verbose:
                 print(f"torchport: retargeting code under {root} ({why})", file=sys.stderr)
+
+
+def visible_devices(setting: str | None, count: int) -> tuple[tuple[int, ...], str]:
+    """The device indices `CUDA_VISIBLE_DEVICES=setting` leaves visible on a machine with `count`
+    devices, as CUDA parses it (each entry read as C's strtoul reads it, so '1gpu' is 1; a negative or
+    unreadable entry ends the list, a repeated one empties it, the first index past the devices ends
+    it), and why, when that hides devices ('' when it does not)."""
+    every = tuple(range(count))
+    if setting is None:
+        return every, ""
+    if setting.startswith(("GPU-", "MIG-")):
+        return every, "names GPUs by UUID, which name no device of the target: not applied"
+    visible: list[int] = []
+    for entry in setting.split(","):
+        match = re.match(r"\s*([+-]?\d+)", entry)
+        ordinal = int(match.group(1)) if match else -1
+        if ordinal in visible:
+            visible = []
+            break
+        if ordinal < 0 or ordinal >= count:
+            break
+        visible.append(ordinal)
+    if tuple(visible) == every:
+        return every, ""
+    if not visible:
+        return (), "hides every device: the application sees no CUDA device, as on a GPU machine"
+    return tuple(visible), f"the application's CUDA devices 0..{len(visible) - 1} are the target's {visible}"
 
 
 def caller_site(api: str) -> Site:
