@@ -74,3 +74,54 @@ def test_fused_optimizer_follows_the_targets_profile(program, tmp_path):
         assert result.values()["fused"] == fused  # the neuron profile has no fused kernels; the CPU does
         decisions = {entry["topic"]: entry["kind"] for entry in json.loads(report.read_text())["decisions"]}
         assert (decisions.get("fused optimizers") == "adapted") == (fused == "False"), decisions
+
+
+def test_copies_of_device_tensors_and_storages_moved_by_map_location_work_on_the_emulated_device(program, tmp_path):
+    # an EMA copy of a model, copy.deepcopy of a tensor and `map_location=lambda s, loc: s.cuda(0)`
+    # all make a storage on the device (these crashed the process before)
+    source = f"""
+    import copy, torch
+    model = torch.nn.Linear(3, 2).cuda()
+    ema = copy.deepcopy(model)
+    print("ema_device=" + next(ema.parameters()).device.type)
+    print("ema_same=" + str(torch.equal(ema(torch.ones(1, 3).cuda()), model(torch.ones(1, 3).cuda()))))
+    x = torch.arange(4.0).cuda()
+    y = copy.deepcopy(x)
+    y.add_(1)
+    print("copy=" + str(y.cpu().tolist()) + str(x.cpu().tolist()))
+    torch.save({{"w": x}}, {str(tmp_path / "ck.pt")!r})
+    loaded = torch.load({str(tmp_path / "ck.pt")!r}, map_location=lambda storage, loc: storage.cuda(0))
+    print("loaded=" + loaded["w"].device.type + str(loaded["w"].cpu().tolist()))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"ema_device": "emulated", "ema_same": "True",
+                               "copy": "[1.0, 2.0, 3.0, 4.0][0.0, 1.0, 2.0, 3.0]",
+                               "loaded": "emulated[0.0, 1.0, 2.0, 3.0]"}
+
+
+def test_what_the_program_saves_on_the_target_is_a_checkpoint_saved_on_cuda(program, tmp_path):
+    # the way back: the original code on a GPU machine loads it on CUDA; torchport loads it on the target
+    checkpoint = tmp_path / "ck.pt"
+    source = f"""
+    import torch
+    x = torch.arange(4.0).cuda()
+    torch.save({{"w": x, "host": torch.ones(2)}}, {str(checkpoint)!r})
+    torch.save({{"w": x}}, {str(checkpoint) + ".legacy"!r}, _use_new_zipfile_serialization=False)
+    back = torch.load({str(checkpoint)!r})
+    print("back=" + back["w"].device.type + "," + back["host"].device.type)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"back": "emulated,cpu"}
+    check = ("import sys, torch\n"
+             "for path in sys.argv[1:]:\n"
+             "    seen = []\n"
+             "    data = torch.load(path, map_location=lambda s, location: (seen.append(location), s)[1])\n"
+             "    print(sorted(seen), data['w'].tolist())\n"
+             "torch.load(sys.argv[1])\n")
+    plain = subprocess.run([sys.executable, "-c", check, str(checkpoint), str(checkpoint) + ".legacy"],
+                           capture_output=True, text=True, timeout=120)
+    assert plain.stdout.splitlines() == ["['cpu', 'cuda:0'] [0.0, 1.0, 2.0, 3.0]", "['cuda:0'] [0.0, 1.0, 2.0, 3.0]"]
+    # without CUDA here, torch stops as it stops on any checkpoint saved on a GPU
+    assert "Attempting to deserialize object on a CUDA device" in plain.stderr

@@ -107,6 +107,9 @@ class Backend:
     supports_fused_optimizers = _capability(
         "fused_optimizers", "Whether torch.optim's fused=True implementations run on this device."
     )
+    supports_sync_batchnorm = _capability(
+        "sync_batchnorm", "Whether torch.nn.SyncBatchNorm has kernels for this device (else it is adapted)."
+    )
     compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
     @property

@@ -181,3 +181,25 @@ def memory_stats(device=None) -> dict:
     stats["allocation.all.freed"] = state.frees
     stats["allocation.all.current"] = state.allocations - state.frees
     return dict(sorted(stats.items()))
+
+
+def install_storage_constructor() -> None:
+    """`torch.UntypedStorage(n, device=<emulated>)`: what `copy.deepcopy` of a device tensor, an EMA
+    copy of a model and `storage.to(device)` call. PyTorch builds such a storage with the device's
+    C++ allocator, which a Python backend cannot register (the call would crash the process); here
+    the storage is the one behind a new device tensor of `n` bytes, made the way every device
+    tensor is. Other devices' storages are built by PyTorch as before."""
+    base_new = torch._C.StorageBase.__new__
+
+    def new(cls, *args, device=None, **kwargs):
+        if device is None or torch.device(device).type != DEVICE_TYPE:
+            return base_new(cls, *args, **kwargs) if device is None else base_new(cls, *args, device=device, **kwargs)
+        if cls is not torch.UntypedStorage or kwargs or len(args) > 1:
+            raise EmulatedDeviceError(f"torch.UntypedStorage{args} with {kwargs} on the emulated device is not "
+                                      "supported; make a tensor on the device and take its untyped_storage()")
+        source = args[0] if args else 0
+        if isinstance(source, int):
+            return torch.empty(source, dtype=torch.uint8, device=device).untyped_storage()
+        return torch.tensor(list(source), dtype=torch.uint8, device=device).untyped_storage()
+
+    torch.UntypedStorage.__new__ = new

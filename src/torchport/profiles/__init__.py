@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchport.backends import EMULATED_SUFFIX as _SUFFIX
 from torchport.errors import ProfileError
-from torchport.profiles.schema import PROFILE_SCHEMA, SchemaViolation, validate
+from torchport.profiles.schema import CAPABILITY_DEFAULTS, PROFILE_SCHEMA, SchemaViolation, validate
 
 __all__ = [
     "Profile",
@@ -321,6 +321,7 @@ def load(target: str | os.PathLike) -> Profile:
         ops={key: OpRule(**value) for key, value in (document["ops"] or {}).items()},
         data=document,
         path=str(path),
-        capabilities={key: value for key, value in document["capabilities"].items() if key != "sources"},
+        capabilities={**CAPABILITY_DEFAULTS,
+                      **{key: value for key, value in document["capabilities"].items() if key != "sources"}},
         dynamic_shapes=shapes.get("dynamic") or ("recompiles" if shapes["static"] else "supported"),
     )

@@ -17,6 +17,7 @@ __all__ = [
     "OP_STATUSES",
     "DYNAMIC_SHAPES",
     "CAPABILITIES",
+    "CAPABILITY_DEFAULTS",
     "SchemaViolation",
     "validate",
 ]
@@ -31,6 +32,9 @@ DYNAMIC_SHAPES = ("supported", "recompiles", "rejected")
 CAPABILITIES = (
     "grad_scaler", "pinned_memory", "native_events", "native_streams", "loads_to_device", "fused_optimizers",
 )
+#: Capability flags a profile may leave out, and what leaving one out means (a profile written before
+#: the flag existed keeps loading, and says the conservative thing).
+CAPABILITY_DEFAULTS = {"sync_batchnorm": False}
 
 PROFILE_SCHEMA: dict = {
     "type": "object",
@@ -62,7 +66,7 @@ PROFILE_SCHEMA: dict = {
             "type": "object",
             "required": [*CAPABILITIES, "compiler"],
             "properties": {
-                **{name: {"type": "boolean"} for name in CAPABILITIES},
+                **{name: {"type": "boolean"} for name in (*CAPABILITIES, *CAPABILITY_DEFAULTS)},
                 "compiler": {"type": "string"},
                 "sources": {"type": "object", "additionalProperties": {"type": "string"}},
             },

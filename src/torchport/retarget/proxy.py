@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state
+from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state, sync_batchnorm
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -118,6 +118,72 @@ def _restore_cuda_on_target(storage, location: str):
     return torch.serialization.default_restore_location(storage, str(runtime.map_device(location)))
 
 
+def _save(obj, f, pickle_module=None, *args, **kwargs):
+    """`torch.save` in application code: tensors on the target are recorded as saved on CUDA (the
+    device ordinal the application knows them by), so the checkpoint is the one the program writes on
+    a GPU machine: the original code loads it on CUDA unchanged (the way back), and torchport loads
+    it on the target. Only the location tags differ from torch's own; on the CPU nothing does."""
+    import pickle
+
+    pickle_module = pickle if pickle_module is None else pickle_module
+    retarget = state.current()
+    if retarget is not None and retarget.accelerator:
+        pickle_module = _CudaTagging(pickle_module, retarget)
+    return torch.save(obj, f, pickle_module, *args, **kwargs)
+
+
+class _CudaTagging:
+    """A pickle module whose Pickler writes the target's storage locations as 'cuda:N' (torch.save
+    hands its Pickler the persistent_id that records each storage's location)."""
+
+    def __init__(self, module, retarget):
+        self._module = module
+        target_type = retarget.type
+        visible = retarget.visible()
+
+        def cuda_tag(location: str) -> str:
+            kind, _, index = location.partition(":")
+            if kind != target_type:
+                return location
+            index = int(index) if index.isdigit() else 0
+            return f"cuda:{visible.index(index) if index in visible else index}"
+
+        def retag(found):
+            if isinstance(found, tuple) and len(found) >= 4 and found[0] == "storage" and isinstance(found[3], str):
+                return (*found[:3], cuda_tag(found[3]), *found[4:])
+            return found
+
+        base_slot = getattr(module.Pickler, "persistent_id", None)
+
+        class Pickler(module.Pickler):
+            # torch.save subclasses the Pickler with a persistent_id method (read by the C pickler
+            # when it initialises): an instance attribute set first takes its place. The legacy
+            # format assigns `pickler.persistent_id = function` instead: the property wraps it.
+            def __init__(self, *args, **kwargs):
+                own = type(self).__dict__.get("persistent_id")
+                if callable(own):
+                    bound = own.__get__(self)
+                    self.__dict__["persistent_id"] = lambda obj: retag(bound(obj))
+                super().__init__(*args, **kwargs)
+
+            @property
+            def persistent_id(self):
+                return base_slot.__get__(self) if base_slot is not None else None
+
+            @persistent_id.setter
+            def persistent_id(self, function):
+                wrapped = lambda obj: retag(function(obj))  # noqa: E731
+                if base_slot is not None and hasattr(base_slot, "__set__"):
+                    base_slot.__set__(self, wrapped)
+                else:
+                    self.__dict__["persistent_id"] = wrapped
+
+        self.Pickler = Pickler
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
 def _fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type=None):
     """`torch.random.fork_rng` in application code: its device is CUDA ("cuda", or the default where
     no accelerator is found), so the target's generator is forked; on the CPU the host generator,
@@ -163,6 +229,7 @@ class Facades:
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng})
+        self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm})
         self.torch = _facade_module(
             torch,
             {
@@ -171,6 +238,7 @@ class Facades:
                 "distributed": self.distributed,
                 "backends": self.backends,
                 "random": self.random,
+                "nn": self.nn,
                 "device": DeviceFacade,
                 "Generator": GeneratorFacade,
                 "autocast": amp.autocast,
@@ -181,6 +249,7 @@ class Facades:
                 "set_default_tensor_type": _set_default_tensor_type,
                 "get_device_module": _get_device_module,
                 "load": _load,
+                "save": _save,
             },
         )
         #: module name -> facade, for every real module the application may import.
@@ -195,6 +264,7 @@ class Facades:
             "torch.backends.cudnn": self.backends.cudnn,
             "torch.backends.cuda": self.backends.cuda,
             "torch.random": self.random,
+            "torch.nn": self.nn,
         }
 
 
