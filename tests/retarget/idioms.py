@@ -46,6 +46,20 @@ IDIOMS = [
     ("dunder_import_agrees",
      "result = __import__('torch').cuda.is_available()",
      "result = True"),
+    # mock.patch with a string target patches the real module (what `import` finds): the application
+    # sees the patch, as its tests do on a GPU machine
+    ("mock_patch_string_target_cuda_is_available",
+     "import torch\nfrom unittest import mock\ndef pick():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+     "with mock.patch('torch.cuda.is_available', return_value=False):\n    inside = pick()\nresult = (inside, pick())",
+     "result = ('cpu', 'cuda')"),
+    ("mock_patch_decorator_cuda_device_count",
+     "import torch\nfrom unittest import mock\n@mock.patch('torch.cuda.device_count', return_value=4)\n"
+     "def count(_):\n    return torch.cuda.device_count()\nresult = (count(), torch.cuda.device_count())",
+     "result = (4, 1)"),
+    ("mock_patch_string_target_distributed_get_rank",
+     "import torch.distributed as dist\nfrom unittest import mock\n"
+     "with mock.patch('torch.distributed.get_rank', return_value=3):\n    result = dist.get_rank()",
+     None),
     # -- strings, devices, ordinals --------------------------------------------------------------
     ("device_string_literal",
      "import torch\nresult = torch.ones(2, device='cuda').device.type",

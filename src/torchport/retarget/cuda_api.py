@@ -17,7 +17,7 @@ import types
 import torch
 
 from torchport.retarget import amp, state
-from torchport.retarget.standin import StandIn, facade_module
+from torchport.retarget.standin import StandIn, facade_module, mirror
 
 __all__ = ["build_cuda_module", "Event", "Stream"]
 
@@ -596,4 +596,6 @@ def build_cuda_module() -> types.ModuleType:
         setattr(module, f"{prefix}Tensor", _tensor_type(dtype, f"{prefix}Tensor"))
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
     module.OutOfMemoryError = torch.OutOfMemoryError
+    mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
+                                if not name.startswith("__") and name not in ("amp", "nvtx")})
     return module

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copyreg
 import types
+import weakref
 
-__all__ = ["StandIn", "reduce_as_genuine", "FacadeModule", "facade_module"]
+__all__ = ["StandIn", "reduce_as_genuine", "FacadeModule", "facade_module", "mirror"]
 
 
 class StandIn(type):
@@ -85,4 +86,56 @@ def facade_module(real: types.ModuleType, overrides: dict) -> FacadeModule:
     namespace["_torchport_real"] = real
     namespace["_torchport_overrides"] = frozenset(overrides)
     namespace["__getattr__"] = lambda name: getattr(real, name)
+    mirror(real, module, overrides)
     return module
+
+
+class MirroredModule(types.ModuleType):
+    """The class a real torch module takes once a facade of it exists. Reads are a module's; a name
+    set or deleted on it (`mock.patch("torch.cuda.is_available", ...)`, `mock.patch("torch.distributed
+    .get_rank")`, a library, the import system) is set or deleted in its facades too, so the
+    application reads what torch and the libraries read, as it would without torchport. A replaced
+    name set to its genuine object again (the patch undone) is the stand-in again."""
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if not name.startswith("__"):
+            for facade, genuine, standins in _facades_of(self):
+                namespace = facade.__dict__
+                if name in standins:
+                    namespace[name] = standins[name] if value is genuine.get(name) else value
+                elif name in namespace and getattr(namespace[name], "_torchport_real", None) is not value:
+                    namespace[name] = value  # (a submodule's facade stays in place of that submodule)
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        if not name.startswith("__"):
+            for facade, _, standins in _facades_of(self):
+                namespace = facade.__dict__
+                if name in standins:
+                    namespace[name] = standins[name]
+                else:
+                    namespace.pop(name, None)
+
+
+#: id(real module) -> [(weak reference to a facade of it, its genuine objects, its stand-ins)].
+_mirrors: dict[int, list] = {}
+
+
+def _facades_of(real: types.ModuleType):
+    entries = _mirrors.get(id(real), ())
+    for reference, genuine, standins in list(entries):
+        facade = reference()
+        if facade is not None:
+            yield facade, genuine, standins
+
+
+def mirror(real: types.ModuleType, facade: types.ModuleType, standins: dict) -> None:
+    """Keep `facade` (holding `standins` in place of `real`'s names) in step with what is set on
+    `real`. A module whose class is not the plain module type (torch.backends' flag modules) is left
+    as it is."""
+    if type(real) is types.ModuleType:
+        real.__class__ = MirroredModule
+    if isinstance(real, MirroredModule):
+        genuine = {name: real.__dict__.get(name) for name in standins}
+        _mirrors.setdefault(id(real), []).append((weakref.ref(facade), genuine, dict(standins)))
