@@ -125,3 +125,27 @@ def test_what_the_program_saves_on_the_target_is_a_checkpoint_saved_on_cuda(prog
     assert plain.stdout.splitlines() == ["['cpu', 'cuda:0'] [0.0, 1.0, 2.0, 3.0]", "['cuda:0'] [0.0, 1.0, 2.0, 3.0]"]
     # without CUDA here, torch stops as it stops on any checkpoint saved on a GPU
     assert "Attempting to deserialize object on a CUDA device" in plain.stderr
+
+
+def test_default_device_forms_place_factories_on_the_emulated_device(program):
+    # these built tensors on the CPU while the emulated device wrapped torch's factories
+    source = """
+    import torch
+    with torch.device("cuda"):
+        a = torch.zeros(2)
+        layer = torch.nn.Linear(2, 2)
+    print("context=" + a.device.type + "," + layer.weight.device.type)
+    torch.set_default_device("cuda")
+    print("default=" + torch.zeros(2).device.type + "," + torch.get_default_device().type)
+    torch.set_default_device(None)
+    torch.set_default_tensor_type(torch.cuda.FloatTensor)
+    print("class=" + torch.zeros(2).device.type)
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    print("string=" + torch.zeros(2).device.type)
+    torch.set_default_tensor_type(torch.FloatTensor)
+    print("back=" + torch.zeros(2).device.type)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"context": "emulated,emulated", "default": "emulated,emulated",
+                               "class": "emulated", "string": "emulated", "back": "cpu"}

@@ -189,6 +189,23 @@ def _loader_pin_memory(original):
 _loader_pin_memory.warned = False
 
 
+def _keep_default_device(originals) -> None:
+    """`with torch.device(d):` and `torch.set_default_device(d)` give factories the device by
+    recognising torch's factory functions in the calls they see, which are the C functions the
+    wrappers call: they stay recognised (else factories under a default device land on the CPU)."""
+    if not originals:
+        return
+    from torch.utils import _device
+
+    known = _device._device_constructors
+
+    @functools.lru_cache(maxsize=1)
+    def constructors():
+        return set(known()) | set(originals)
+
+    _device._device_constructors = constructors
+
+
 def install(library) -> bool:
     """Serve pinned memory when the emulated device is the process's accelerator.
 
@@ -202,12 +219,15 @@ def install(library) -> bool:
         warnings.simplefilter("ignore")
         library.impl("is_pinned", _is_pinned, "CPU")
         library.impl("_pin_memory", _pin_memory, "CPU")
+    wrapped = []
     for name in factory_names():
         original = getattr(torch, name, None)
         if original is getattr(torch._C._VariableFunctions, name):
             wrapper = _factory(name, original)
             setattr(torch, name, wrapper)
             _register_for_torchscript(wrapper, original)
+            wrapped.append(original)
+    _keep_default_device(wrapped)
     for name in method_names():
         original = getattr(torch.Tensor, name)
         if not hasattr(original, "__wrapped__"):  # installed once per process

@@ -80,15 +80,27 @@ def _set_default_device(device):
 
 
 def _set_default_tensor_type(tensor_type):
-    """'torch.cuda.FloatTensor' -> default device = the target, default dtype = float32."""
-    name = tensor_type if isinstance(tensor_type, str) else getattr(tensor_type, "__name__", "")
-    if isinstance(tensor_type, str) and name.startswith("torch.cuda."):
+    """'torch.cuda.FloatTensor' or torch.cuda.FloatTensor -> default device = the target, default
+    dtype = float32."""
+    if isinstance(tensor_type, str):
+        name = tensor_type
+    else:  # the legacy type classes (the genuine ones, or the stand-ins the application holds)
+        name = f"{getattr(tensor_type, '__module__', '')}.{getattr(tensor_type, '__name__', '')}"
+    if name.startswith("torch.cuda."):
         retarget = state.current()
         retarget.redirected("torch.set_default_tensor_type('torch.cuda.*')")
         cpu_name = "torch." + name[len("torch.cuda."):]
         torch.set_default_device(retarget.device())
+        _default_device_from_tensor_type[:] = [True]
         return torch.set_default_tensor_type(cpu_name)
+    if _default_device_from_tensor_type:  # back to a host type: the device a CUDA type set goes too
+        _default_device_from_tensor_type.clear()
+        torch.set_default_device(None)
     return torch.set_default_tensor_type(tensor_type)
+
+
+#: [True] while the default device is the target because the application set a torch.cuda tensor type.
+_default_device_from_tensor_type: list = []
 
 
 def _load(f, map_location=None, *args, **kwargs):
