@@ -37,6 +37,7 @@ PROPERTIES = {
     "loads_to_device": "loads_to_device",
     "supports_fused_optimizers": "fused_optimizers",
     "supports_sync_batchnorm": "sync_batchnorm",
+    "supports_capturable_optimizers": "capturable_optimizers",
     "compiler": "compiler",
 }
 

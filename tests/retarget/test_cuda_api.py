@@ -113,8 +113,12 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     source = """
     import os, torch, torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29611", RANK="0", WORLD_SIZE="1")
-    dist.init_process_group("nccl")
-    print("backend=" + dist.get_backend())
+    dist.init_process_group("nccl" if dist.is_nccl_available() else "gloo")
+    # what a GPU machine answers (the group is served by the target's backend, gloo on the CPU)
+    print("backend=" + dist.get_backend() + "," + str(torch.distributed.distributed_c10d.get_backend()))
+    group = dist.new_group([0], backend="nccl")
+    print("group_backend=" + dist.get_backend(group))
+    print("gloo_group=" + dist.get_backend(dist.new_group([0], backend="gloo")))
     model = torch.nn.Linear(3, 3).to(0)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], output_device=0)
     torch.save(model.state_dict(), "ck.pt")
@@ -127,7 +131,9 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     """
     result = program(source, "--device", "cpu")
     assert result.returncode == 0, result.stderr
-    assert result.values()["backend"] == "gloo" and result.values()["loaded"] == "ok"
+    values = result.values()
+    assert values["backend"] == "nccl,nccl" and values["group_backend"] == "nccl" and values["gloo_group"] == "gloo"
+    assert values["loaded"] == "ok"
 
 
 def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
@@ -208,3 +214,26 @@ def test_cuda_visible_devices_is_read_as_cuda_reads_it(program):
         unset = program(VISIBLE_SCRIPT, "--device", device)
         assert unset.returncode == 0, unset.stderr
         assert unset.values() == {"available": "True", "count": "1"}
+
+
+def test_capturable_optimizer_steps_are_adapted_where_the_profile_has_none(program, tmp_path):
+    source = """
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1).cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, capturable=True)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.ones(2, 4).cuda()).sum().backward()
+        optimizer.step()
+    print("weight=" + repr(model.weight.sum().item()))
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "cpu", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the hand port on the CPU: the same steps without capturable (which the CPU refuses at step())
+    twin = program(source.replace(".cuda()", "").replace(", capturable=True", ""), form="plain")
+    assert twin.returncode == 0, twin.stderr
+    assert result.values() == twin.values()
+    decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
+    assert decisions["capturable optimizers"]["kind"] == "adapted"

@@ -110,6 +110,9 @@ class Backend:
     supports_sync_batchnorm = _capability(
         "sync_batchnorm", "Whether torch.nn.SyncBatchNorm has kernels for this device (else it is adapted)."
     )
+    supports_capturable_optimizers = _capability(
+        "capturable_optimizers", "Whether torch.optim's capturable=True (CUDA graph capture of the step) runs on it."
+    )
     compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
     @property

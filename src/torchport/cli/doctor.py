@@ -18,7 +18,8 @@ def add_arguments(parser) -> None:
 #: The capability facts doctor shows per backend (Backend properties, read from the profiles).
 _FACTS = (
     "dist_backend", "preferred_precision", "compiler", "supports_grad_scaler", "supports_pinned_memory",
-    "supports_fused_optimizers", "supports_sync_batchnorm", "native_events", "native_streams", "loads_to_device",
+    "supports_fused_optimizers", "supports_sync_batchnorm", "supports_capturable_optimizers",
+    "native_events", "native_streams", "loads_to_device",
 )
 
 

@@ -34,7 +34,7 @@ CAPABILITIES = (
 )
 #: Capability flags a profile may leave out, and what leaving one out means (a profile written before
 #: the flag existed keeps loading, and says the conservative thing).
-CAPABILITY_DEFAULTS = {"sync_batchnorm": False}
+CAPABILITY_DEFAULTS = {"sync_batchnorm": False, "capturable_optimizers": False}
 
 PROFILE_SCHEMA: dict = {
     "type": "object",

@@ -6,10 +6,15 @@ import torch.distributed as dist
 
 from torchport.retarget import state
 
-__all__ = ["map_backend", "init_process_group", "new_group"]
+__all__ = ["map_backend", "init_process_group", "new_group", "get_backend", "is_nccl_available"]
 
 _real_init_process_group = dist.init_process_group
 _real_new_group = dist.new_group
+_real_get_backend = dist.get_backend
+
+#: The process groups the application asked NCCL for (None: the default group), by id, with the
+#: backend that serves them: get_backend answers 'nccl' for them, as on a GPU machine.
+_asked_nccl: dict = {}
 
 
 def map_backend(backend):
@@ -37,10 +42,39 @@ def init_process_group(backend=None, *args, **kwargs):
         kwargs["device_id"] = map_device(kwargs["device_id"])
         if not state.current().accelerator:
             kwargs["device_id"] = None
-    return _real_init_process_group(map_backend(backend), *args, **kwargs)
+    mapped = map_backend(backend)
+    result = _real_init_process_group(mapped, *args, **kwargs)
+    _remember(None, backend, mapped)
+    return result
 
 
 def new_group(*args, **kwargs):
+    backend = kwargs.get("backend")
     if "backend" in kwargs:
         kwargs["backend"] = map_backend(kwargs["backend"])
-    return _real_new_group(*args, **kwargs)
+    group = _real_new_group(*args, **kwargs)
+    _remember(group, backend, kwargs.get("backend"))
+    return group
+
+
+def _remember(group, asked, mapped) -> None:
+    if isinstance(asked, str) and asked.lower() == "nccl" and mapped != asked:
+        _asked_nccl[id(group) if group is not None else None] = (group, mapped)
+    else:
+        _asked_nccl.pop(id(group) if group is not None else None, None)
+
+
+def get_backend(group=None):
+    """`dist.get_backend()`: 'nccl' for a group the application created with NCCL (served by the
+    target's backend), as on a GPU machine; torch's answer otherwise."""
+    real = _real_get_backend(group)
+    key = None if group is None or group is dist.GroupMember.WORLD else id(group)
+    found = _asked_nccl.get(key)
+    if found is not None and (key is None or found[0] is group) and str(real) == str(found[1]):
+        return "nccl"
+    return real
+
+
+def is_nccl_available() -> bool:
+    """True: NCCL requests are served by the target's collective backend."""
+    return True

@@ -237,7 +237,8 @@ class Facades:
         )
         self.distributed = _facade_module(
             real_distributed,
-            {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group},
+            {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group,
+             "get_backend": distributed.get_backend, "is_nccl_available": distributed.is_nccl_available},
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng})

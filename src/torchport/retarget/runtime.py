@@ -46,6 +46,7 @@ __all__ = [
     "device_map",
     "pin_flag",
     "fused_flag",
+    "capturable_flag",
 ]
 
 SITES: list[Site] = []
@@ -370,15 +371,28 @@ def pin_flag(site: int, value):
     return value
 
 
-def fused_flag(site: int, value):
-    """`AdamW(fused=True)`: kept where the target's profile has fused optimizer kernels, else off."""
-    if value is not True or getattr(_rt.backend, "supports_fused_optimizers", True):
+def _optimizer_flag(site: int, value, capability: str, topic: str, why: str):
+    """An optimizer's `flag=True` the target's profile says it cannot honour: turned off, reported."""
+    if value is not True or getattr(_rt.backend, capability, True):
         return value
     HITS[site] += 1
-    _rt.decide("fused optimizers", f"fused=True turned off: {_rt.backend.name} has no fused optimizer "
-                                   "kernels (its profile says so); the default implementation runs",
-               kind="adapted")
+    _rt.decide(topic, f"{why.format(target=_rt.backend.name)} (its profile says so)", kind="adapted")
     return False
+
+
+def fused_flag(site: int, value):
+    """`AdamW(fused=True)`: kept where the target's profile has fused optimizer kernels, else off."""
+    return _optimizer_flag(site, value, "supports_fused_optimizers", "fused optimizers",
+                           "fused=True turned off, the default implementation runs: {target} has no fused "
+                           "optimizer kernels")
+
+
+def capturable_flag(site: int, value):
+    """`Adam(capturable=True)` (the step kept on the device for CUDA graph capture): kept where the
+    target's profile has it, else off: the same updates, without graph capture to serve."""
+    return _optimizer_flag(site, value, "supports_capturable_optimizers", "capturable optimizers",
+                           "capturable=True turned off, the updates are the same: {target} cannot run "
+                           "capturable optimizer steps")
 
 
 def _device_keyword(site: int, value):
@@ -395,4 +409,5 @@ KEYWORD_HELPERS = {
     "device_map": device_map,
     "pin_memory": pin_flag,
     "fused": fused_flag,
+    "capturable": capturable_flag,
 }

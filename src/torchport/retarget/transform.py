@@ -62,6 +62,7 @@ REWRITTEN_KEYWORDS = {
     "device_map": "device_map",
     "pin_memory": "pin_flag",
     "fused": "fused_flag",
+    "capturable": "capturable_flag",
     # frameworks choosing the device or precision themselves: runtime.call -> frameworks.framework_keywords
     "accelerator": "call",
     "fp16": "call",
