@@ -255,6 +255,25 @@ IDIOMS = [
     ("stream_wait_stream",
      "import torch\nresult = torch.cuda.Stream().wait_stream(torch.cuda.current_stream())", "result = None"),
     ("event_query", "import torch\ne = torch.cuda.Event()\ne.record()\nresult = e.query()", "result = True"),
+    # an Nsight capture window around the steps (nsys --capture-range=cudaProfilerApi)
+    ("cuda_profiler_window_cudart",
+     "import torch\ntorch.cuda.cudart().cudaProfilerStart()\nx = torch.ones(2).cuda() * 2\n"
+     "torch.cuda.cudart().cudaProfilerStop()\nresult = x.tolist()",
+     "import torch\nresult = (torch.ones(2) * 2).tolist()"),
+    ("cuda_profiler_module",
+     "import torch\nimport torch.cuda.profiler as profiler\nwith profiler.profile():\n    y = torch.ones(1).cuda()\n"
+     "profiler.start(); profiler.stop()\nresult = y.sum().item()",
+     "import torch\nresult = torch.ones(1).sum().item()"),
+    # apex's data prefetcher prints and compares stream handles
+    ("stream_handle_and_repr",
+     "import torch\ns = torch.cuda.Stream()\n"
+     "result = (isinstance(s.cuda_stream, int), repr(s).startswith('<torch.cuda.Stream'), "
+     "torch.cuda.current_stream().cuda_stream)",
+     "result = (True, True, 0)"),
+    ("memory_fraction_ipc_collect_capturing",
+     "import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 0)\ntorch.cuda.empty_cache()\n"
+     "torch.cuda.ipc_collect()\nresult = torch.cuda.is_current_stream_capturing()",
+     "result = False"),
     # -- more placement forms ---------------------------------------------------------------------
     ("tensor_literal_device", "import torch\nresult = torch.tensor([1, 2], device='cuda').tolist()",
      "import torch\nresult = torch.tensor([1, 2]).tolist()"),

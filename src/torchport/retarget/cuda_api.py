@@ -370,6 +370,16 @@ class Stream(_real_cuda.Stream, metaclass=StandIn, genuine=_real_cuda.Stream):
     def priority(self) -> int:
         return getattr(self, "_torchport_priority", 0)
 
+    @property
+    def cuda_stream(self) -> int:
+        """The handle CUDA code reads (an int): the target stream's id; 0, the default stream's, where
+        the target has no user streams."""
+        real = getattr(self, "_torchport_real", None)
+        return int(getattr(real, "stream_id", 0)) if real is not None else 0
+
+    def __repr__(self) -> str:
+        return f"<torch.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
+
     def wait_stream(self, stream) -> None:
         if self._torchport_real is not None:
             self._torchport_real.wait_stream(getattr(stream, "_torchport_real", stream))
@@ -453,6 +463,59 @@ def set_stream(stream_object) -> None:
 
 
 # -- nvtx ------------------------------------------------------------------------------------
+def _noop(name: str, why: str, result=None):
+    """A `torch.cuda.<name>` with nothing to do on the target: recorded (an error under --strict)."""
+
+    def function(*args, **kwargs):
+        retarget = _rt()
+        retarget.noop(f"torch.cuda.{name}", why.format(target=retarget.backend.name))
+        return result
+
+    function.__name__ = name.rpartition(".")[2]
+    return function
+
+
+#: torch.cuda calls that only tune or clean up CUDA itself: nothing to do on the target (reported).
+_NOOPS = {
+    "ipc_collect": "no CUDA IPC handles to collect on {target}",
+    "set_per_process_memory_fraction": "{target} has no per-process cap on device memory: not applied",
+}
+
+
+def is_current_stream_capturing() -> bool:
+    """False: no CUDA graph is ever being captured on the target."""
+    return False
+
+
+def cudart():
+    """The CUDA runtime handle profiling scripts use for `cudaProfilerStart()` / `cudaProfilerStop()`
+    (an Nsight capture window): no-ops on the target, where torch.profiler is the profiler."""
+    return types.SimpleNamespace(
+        cudaProfilerStart=_noop("cudart().cudaProfilerStart", _PROFILER_WINDOW, 0),
+        cudaProfilerStop=_noop("cudart().cudaProfilerStop", _PROFILER_WINDOW, 0),
+    )
+
+
+_PROFILER_WINDOW = "an Nsight capture window; {target} has none (use torch.profiler)"
+
+
+def _build_profiler() -> types.ModuleType:
+    """`torch.cuda.profiler`: start/stop/profile() delimit an Nsight capture window, nothing on the target."""
+    stop = _noop("profiler.stop", _PROFILER_WINDOW)
+    start = _noop("profiler.start", _PROFILER_WINDOW)
+
+    @contextlib.contextmanager
+    def profile():
+        start()
+        try:
+            yield
+        finally:
+            stop()
+
+    return facade_module(_real_cuda.profiler, {"start": start, "stop": stop, "profile": profile,
+                                               "init": _noop("profiler.init", _PROFILER_WINDOW), "cudart": cudart})
+
+
 def _build_nvtx() -> types.ModuleType:
     module = types.ModuleType("torch.cuda.nvtx", "NVTX ranges as torch.profiler ranges on the target.")
     stack: list = []
@@ -491,7 +554,6 @@ _UNSUPPORTED = {
     "graphs": "Use torch.compile(model, mode='reduce-overhead')",
     "make_graphed_callables": "Use torch.compile(model)",
     "jiterator": "Use a torch.compile'd Python function",
-    "ipc_collect": "Remove the call: CUDA IPC has no equivalent off CUDA",
     "comm": "Use torch.distributed collectives",
 }
 
@@ -572,6 +634,7 @@ def build_cuda_module() -> types.ModuleType:
         "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
+        "is_current_stream_capturing", "cudart",
     ]
     namespace = globals()
     for name in names:
@@ -584,6 +647,9 @@ def build_cuda_module() -> types.ModuleType:
     module.max_memory_cached = _memory("max_memory_reserved")
     for name in _UNSUPPORTED:
         setattr(module, name, _unsupported(name))
+    for name, why in _NOOPS.items():
+        setattr(module, name, _noop(name, why))
+    module.profiler = _build_profiler()
     module.nvtx = _build_nvtx()
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
@@ -597,5 +663,5 @@ def build_cuda_module() -> types.ModuleType:
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
-                                if not name.startswith("__") and name not in ("amp", "nvtx")})
+                                if not name.startswith("__") and name not in ("amp", "nvtx", "profiler")})
     return module

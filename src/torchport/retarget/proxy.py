@@ -271,6 +271,7 @@ class Facades:
             "torch.cuda": self.cuda,
             "torch.cuda.amp": self.cuda.amp,
             "torch.cuda.nvtx": self.cuda.nvtx,
+            "torch.cuda.profiler": self.cuda.profiler,
             "torch.amp": self.amp,
             "torch.distributed": self.distributed,
             "torch.backends": self.backends,
