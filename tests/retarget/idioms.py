@@ -274,6 +274,11 @@ IDIOMS = [
      "import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 0)\ntorch.cuda.empty_cache()\n"
      "torch.cuda.ipc_collect()\nresult = torch.cuda.is_current_stream_capturing()",
      "result = False"),
+    # the ordinal of the tensor's GPU, reused as a device
+    ("tensor_get_device_as_device",
+     "import torch\nx = torch.ones(2).cuda()\nindex = x.get_device()\n"
+     "y = torch.zeros(2, device=index)\nresult = (index, y.device.type)",
+     "import torch\nresult = (0, 'cpu')"),
     # -- more placement forms ---------------------------------------------------------------------
     ("tensor_literal_device", "import torch\nresult = torch.tensor([1, 2], device='cuda').tolist()",
      "import torch\nresult = torch.tensor([1, 2]).tolist()"),

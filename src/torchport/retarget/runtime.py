@@ -39,6 +39,7 @@ __all__ = [
     "pin_memory",
     "record_stream",
     "is_cuda",
+    "get_device",
     "tensor_type",
     "output_device",
     "map_location",
@@ -300,6 +301,19 @@ def is_cuda(site: int, obj):
         _hit(site)
         return obj.device.type == _rt.type
     return obj.is_cuda
+
+
+def get_device(site: int, obj, *args, **kwargs):
+    """`x.get_device()`: the CUDA ordinal of a tensor on the target, as on a GPU machine (on the CPU
+    target torch answers -1, which `torch.zeros(n, device=x.get_device())` cannot take)."""
+    if isinstance(obj, _Tensor) and not args and not kwargs and obj.device.type == _rt.type:
+        _hit(site)
+        index = obj.device.index
+        if index is None:
+            return 0
+        visible = _rt.visible()
+        return visible.index(index) if index in visible else index
+    return obj.get_device(*args, **kwargs)
 
 
 def output_device(site: int, value):

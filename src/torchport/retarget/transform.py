@@ -51,6 +51,7 @@ REWRITTEN_METHODS = {
     "pin_memory": "pin_memory",
     "record_stream": "record_stream",
     "type": "tensor_type",
+    "get_device": "get_device",
 }
 #: keyword -> runtime helper wrapping its value, in any call.
 REWRITTEN_KEYWORDS = {
