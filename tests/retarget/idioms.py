@@ -279,6 +279,10 @@ IDIOMS = [
      "import torch\nx = torch.ones(2).cuda()\nindex = x.get_device()\n"
      "y = torch.zeros(2, device=index)\nresult = (index, y.device.type)",
      "import torch\nresult = (0, 'cpu')"),
+    ("dataparallel_device_attributes",
+     "import torch\nm = torch.nn.DataParallel(torch.nn.Linear(2, 2)).cuda()\ny = m(torch.ones(3, 2))\n"
+     "result = (m.device_ids, m.output_device, y.device.type, isinstance(m, torch.nn.DataParallel))",
+     "result = ([0], 0, 'cpu', True)"),
     # -- more placement forms ---------------------------------------------------------------------
     ("tensor_literal_device", "import torch\nresult = torch.tensor([1, 2], device='cuda').tolist()",
      "import torch\nresult = torch.tensor([1, 2]).tolist()"),

@@ -149,3 +149,21 @@ def test_default_device_forms_place_factories_on_the_emulated_device(program):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"context": "emulated,emulated", "default": "emulated,emulated",
                                "class": "emulated", "string": "emulated", "back": "cpu"}
+
+
+def test_dataparallel_runs_its_replica_on_the_emulated_device(program):
+    # torch's DataParallel scatters with CUDA-only collectives (torch._C._scatter) off CUDA
+    source = """
+    import torch, torch.nn as nn
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    if torch.cuda.device_count() >= 1:
+        model = nn.DataParallel(model, device_ids=list(range(torch.cuda.device_count())))
+    model = model.cuda()
+    out = model(torch.ones(5, 4))
+    out.sum().backward()
+    print("out=" + out.device.type + str(tuple(out.shape)) + str(model.device_ids) + str(model.output_device))
+    print("grad=" + model.module[0].weight.grad.device.type)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"out": "emulated(5, 3)[0]0", "grad": "emulated"}

@@ -13,7 +13,8 @@ import types
 
 import torch
 
-from torchport.retarget import amp, backend_flags, cuda_api, distributed, runtime, state, sync_batchnorm
+from torchport.retarget import (amp, backend_flags, cuda_api, data_parallel, distributed, runtime, state,
+                                sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -242,7 +243,8 @@ class Facades:
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng})
-        self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm})
+        self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
+                                            "DataParallel": data_parallel.DataParallel})
         self.torch = _facade_module(
             torch,
             {
