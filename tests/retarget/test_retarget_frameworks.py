@@ -289,3 +289,39 @@ def test_framework_defaults_do_nothing_once_retargeting_is_off():
     kwargs = {}
     frameworks.framework_defaults(Trainer, kwargs, site=0)
     assert kwargs == {}
+
+
+LIGHTNING_MIXED = """
+import torch
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    import pytorch_lightning as pl
+seen = []
+class Model(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, index):
+        out = self.layer(batch[0])
+        seen.append(out.dtype)
+        return out.float().pow(2).mean()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), batch_size=4)
+trainer = pl.Trainer(accelerator="gpu", devices=1, precision="16-mixed", max_epochs=1, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False)
+trainer.fit(Model(), data)
+print("device=" + trainer.strategy.root_device.type)
+print("dtype=" + str(seen[0]))
+"""
+
+
+@pytest.mark.skipif(not (_installed("lightning") or _installed("pytorch_lightning")), reason="needs Lightning")
+@pytest.mark.parametrize("precision, dtype", [("keep", "torch.float16"), ("auto", "torch.bfloat16")])
+def test_lightning_mixed_precision_autocasts_on_a_target_lightning_does_not_know(program, precision, dtype):
+    # Lightning autocasts on 'cuda' for any accelerator but the CPU: off CUDA that is a warning, then fp32
+    result = program(LIGHTNING_MIXED, "--device", "neuron-emulated", "--precision", precision)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"device": "emulated", "dtype": dtype}
+    assert "CUDA is not available" not in result.stderr

@@ -256,6 +256,7 @@ def lightning_keywords(kwargs: dict, site: int, function=None, default: str | No
             strategy = _single_device_strategy(function, devices[0])
             if strategy is not None:
                 kwargs["strategy"] = strategy
+        _lightning_precision(function, kwargs, retarget)
         return
     runtime.HITS[site] += 1
     kwargs["accelerator"] = own
@@ -265,6 +266,47 @@ def lightning_keywords(kwargs: dict, site: int, function=None, default: str | No
             kwargs["devices"] = max(1, len(devices))
         elif devices == -1 or devices == "-1":
             kwargs["devices"] = 1  # "every GPU": the CPU is one device
+
+
+#: Lightning's mixed-precision flags, and the autocast dtype each asks for on CUDA.
+_LIGHTNING_MIXED = {"16-mixed": "float16", "16": "float16", 16: "float16", "bf16-mixed": "bfloat16", "bf16": "bfloat16"}
+
+
+def _lightning_precision(function, kwargs: dict, retarget) -> None:
+    """`precision="16-mixed"` with the target's Lightning Accelerator: Lightning autocasts on 'cuda'
+    for any accelerator that is not the CPU (off CUDA: a warning, then fp32); its documented
+    `plugins=[MixedPrecision(precision, device)]` autocasts on the target instead, with the dtype the
+    precision policy makes of CUDA's (bf16 where the target prefers it under `auto`)."""
+    import importlib
+
+    import torch
+
+    from torchport.retarget import amp
+
+    flag = kwargs.get("precision")
+    package = _lightning_package(function)
+    if flag not in _LIGHTNING_MIXED or package is None:
+        return
+    try:
+        mixed = importlib.import_module(package + ".plugins").MixedPrecision
+    except (ImportError, AttributeError):
+        return
+    effective = amp.effective_dtype(getattr(torch, _LIGHTNING_MIXED[flag]))
+    topic = f"precision={flag!r} in PyTorch Lightning"
+    if effective is None:
+        kwargs["precision"] = "32-true"
+        retarget.decide(topic, f"32-true on {retarget.backend.name} (the precision policy turns autocast off)")
+        return
+    precision = "bf16-mixed" if effective is torch.bfloat16 else "16-mixed"
+    scaler = None
+    if precision == "16-mixed":
+        scaler = torch.amp.GradScaler(retarget.type, enabled=retarget.backend.supports_grad_scaler)
+    plugins = kwargs.get("plugins") or []
+    plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    kwargs["plugins"] = [*plugins, mixed(precision, device=retarget.type, scaler=scaler)]
+    del kwargs["precision"]
+    retarget.decide(topic, f"{precision} autocast on {retarget.backend.name} (Lightning's MixedPrecision plugin "
+                           f"for device {retarget.type!r}; it autocasts on 'cuda' otherwise)")
 
 
 #: (module of Lightning's Accelerator base, where the callee's module starts with the prefix)
@@ -277,6 +319,17 @@ _ACCELERATOR_BASES = (
 _ACCELERATOR_CLASSES: dict[str, type] = {}
 
 
+def _lightning_package(function) -> str | None:
+    """'lightning.pytorch', 'lightning.fabric', ...: the Lightning package `function` is from (None: not Lightning's)."""
+    from torchport.retarget.destination import module_of
+
+    module = module_of(function) or ""
+    for prefix, base_module in _ACCELERATOR_BASES:
+        if module == prefix or module.startswith(prefix + "."):
+            return base_module.rsplit(".", 1)[0]
+    return None
+
+
 def _target_accelerator(function, backend):
     """An instance of Lightning's `Accelerator` API for the target, for the Lightning `function` is from.
 
@@ -285,14 +338,10 @@ def _target_accelerator(function, backend):
     """
     import importlib
 
-    from torchport.retarget.destination import module_of
-
-    module = module_of(function) or ""
-    for prefix, base_module in _ACCELERATOR_BASES:
-        if module == prefix or module.startswith(prefix + "."):
-            break
-    else:
+    package = _lightning_package(function)
+    if package is None:
         return None
+    base_module = package + ".accelerators"
     cls = _ACCELERATOR_CLASSES.get(base_module)
     if cls is None:
         try:
@@ -306,17 +355,13 @@ def _target_accelerator(function, backend):
 def _single_device_strategy(function, device):
     import importlib
 
-    from torchport.retarget.destination import module_of
-
-    module = module_of(function) or ""
-    for prefix, base_module in _ACCELERATOR_BASES:
-        if module == prefix or module.startswith(prefix + "."):
-            try:
-                strategies = importlib.import_module(base_module.rsplit(".", 1)[0] + ".strategies")
-                return strategies.SingleDeviceStrategy(device=device)
-            except (ImportError, AttributeError):
-                return None
-    return None
+    package = _lightning_package(function)
+    if package is None:
+        return None
+    try:
+        return importlib.import_module(package + ".strategies").SingleDeviceStrategy(device=device)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _accelerator_class(base: type, backend) -> type:
