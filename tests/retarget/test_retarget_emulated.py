@@ -167,3 +167,19 @@ def test_dataparallel_runs_its_replica_on_the_emulated_device(program):
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"out": "emulated(5, 3)[0]0", "grad": "emulated"}
+
+
+def test_a_generator_for_cuda_draws_reproducibly_on_the_emulated_device(program):
+    source = """
+    import torch
+    g = torch.Generator(device="cuda")
+    g.manual_seed(7)
+    a = torch.randn(3, generator=g, device="cuda")
+    g.manual_seed(7)
+    b = torch.randn(3, generator=g, device="cuda")
+    x = torch.empty(4, device="cuda").uniform_(generator=g)
+    print("same=" + str(torch.equal(a, b)) + "," + a.device.type + "," + x.device.type)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"same": "True,emulated,emulated"}

@@ -182,6 +182,10 @@ class Backend:
             index = index % count
         return torch.device(self.device_type, index)
 
+    def generator_device(self, device):
+        """The device a `torch.Generator` for `device` lives on (the device itself, where it has generators)."""
+        return device
+
     def device_name(self, index: int = 0) -> str:
         try:
             return str(self.device_module().get_device_name(index))

@@ -125,6 +125,13 @@ class EmulatedBackend(Backend):
 
         return torch.get_device_module(EMULATED_DEVICE_TYPE)
 
+    def generator_device(self, device):
+        """The host: the emulated device's ops draw their random numbers there (PyTorch makes device
+        generators through a C++ hook a Python backend cannot provide)."""
+        import torch
+
+        return torch.device("cpu")
+
     def device_count(self) -> int:
         self.prepare()
         return 1

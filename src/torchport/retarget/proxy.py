@@ -61,7 +61,11 @@ def _construct_device(*args, **kwargs):
 
 
 def _construct_generator(device="cpu"):
-    return _real_generator(runtime.map_device(device))
+    mapped = runtime.map_device(device)
+    retarget = state.current()
+    if _real_device(mapped).type == retarget.type:
+        mapped = retarget.backend.generator_device(mapped)
+    return _real_generator(mapped)
 
 
 class DeviceFacade(metaclass=_MappedClassMeta):
