@@ -97,3 +97,35 @@ def test_module_form_runs_package_main_with_its_args(tmp_path):
                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "argv=['--x', '1']" in result.stdout and "device=cpu" in result.stdout
+
+
+LAUNCHER = """
+import subprocess, sys
+from subprocess import check_output as output
+import subprocess as sp
+done = subprocess.run([sys.executable, "child.py", "a"], capture_output=True, text=True)
+print("run=" + done.stdout.strip() + "," + str(done.returncode))
+print("flags=" + output([sys.executable, "-u", "child.py", "b"], text=True).strip())
+print("module=" + sp.Popen([sys.executable, "-m", "childmodule"], stdout=sp.PIPE, text=True).communicate()[0].strip())
+print("code=" + subprocess.run([sys.executable, "-c", "print('plain')"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+def test_python_children_the_application_starts_run_retargeted(program, tmp_path):
+    # on a GPU machine `python child.py` started by the program runs on the GPU too
+    (tmp_path / "child.py").write_text("import sys, torch\nx = torch.ones(2).cuda()\n"
+                                       "print(sys.argv[1] + ':' + x.device.type + ':' + str(torch.cuda.is_available()))\n")
+    (tmp_path / "childmodule.py").write_text("import torch\nprint('m:' + torch.zeros(1, device='cuda').device.type)\n")
+    report = tmp_path / "report.json"
+    for form, options in (("run", ("--device", "neuron-emulated", "--report", str(report))), ("use", ())):
+        result = program(LAUNCHER, *options, form=form)
+        assert result.returncode == 0, result.stderr[-2000:]
+        device = "emulated" if form == "run" else "cpu"
+        assert result.values() == {"run": f"a:{device}:True,0", "flags": f"b:{device}:True",
+                                   "module": f"m:{device}", "code": "plain"}, form
+    import json
+
+    decisions = [d["decision"] for d in json.loads(report.read_text())["decisions"]
+                 if d["topic"].startswith("Python child processes")]
+    assert any("run under torchport run --device neuron-emulated" in text for text in decisions)
+    assert any("python -c" in text and "not retargeted" in text for text in decisions)

@@ -29,6 +29,7 @@ __all__ = [
     "register_site",
     "call",
     "framework_call",
+    "subprocess_call",
     "facade",
     "from_import",
     "cuda_only_import_failed",
@@ -222,6 +223,22 @@ def framework_call(function, site: int, *args, **kwargs):
     if leaves_application(function):
         frameworks.framework_defaults(function, kwargs, site)
     return call(function, site, *args, **kwargs)
+
+
+def subprocess_call(function, site: int, *args, **kwargs):
+    """`subprocess.run([sys.executable, "train.py", ...])` and kin in the application: a Python child of
+    this interpreter is started under `torchport run` with this process's settings, as the children
+    of torchrun and multiprocessing are (on a GPU machine it would run on the GPU too)."""
+    __tracebackhide__ = True
+    from torchport.retarget import children
+
+    if function not in children.FUNCTIONS:
+        return function(*args, **kwargs)
+    if args:
+        args = (children.command(args[0], SITES[site]), *args[1:])
+    elif "args" in kwargs:
+        kwargs["args"] = children.command(kwargs["args"], SITES[site])
+    return function(*args, **kwargs)
 
 
 def to(site: int, obj, *args, **kwargs):

@@ -73,6 +73,9 @@ REWRITTEN_KEYWORDS = {
 #: `Fabric()` left at accelerator="auto"): every call of a callee spelled so goes through
 #: runtime.framework_call, which decides from the callee itself whether it is the framework's.
 FRAMEWORK_CLASSES = {"Trainer", "Fabric"}
+#: subprocess functions whose command line may start a Python child (`[sys.executable, "train.py"]`):
+#: called through runtime.subprocess_call where the module imported them from subprocess.
+SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
 #: attributes read through a helper.
 REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda"}
 #: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`.
@@ -85,9 +88,21 @@ IMPORT_FUNCTIONS = {"import_module", "__import__"}
 SITE_MARK = 0x7470_5F73_6974_655F_0000_0000
 
 
+def _subprocess_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(names bound to the subprocess module, names bound to its SUBPROCESS_FUNCTIONS) in `tree`."""
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.asname or alias.name for alias in node.names if alias.name == "subprocess")
+        elif isinstance(node, ast.ImportFrom) and node.module == "subprocess" and not node.level:
+            functions.update(alias.asname or alias.name for alias in node.names if alias.name in SUBPROCESS_FUNCTIONS)
+    return modules, functions
+
+
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, subprocess_names: tuple[set[str], set[str]] = (set(), set())):
         self.filename = filename
+        self.subprocess_modules, self.subprocess_functions = subprocess_names
         self.count = 0
         #: (lineno, api) of each site, in the order of their marks; and the nodes holding them.
         self.sites: list[tuple[int, str]] = []
@@ -179,6 +194,11 @@ class _Rewriter(ast.NodeTransformer):
             if helper == "to" and not node.args and not maps_keywords:
                 return node
             return self._helper_call(helper, node, f".{name}()", [receiver, *node.args], node.keywords)
+        if (receiver is None and name in self.subprocess_functions) or (
+                name in SUBPROCESS_FUNCTIONS and isinstance(receiver, ast.Name)
+                and receiver.id in self.subprocess_modules):
+            site = self._site(node.lineno, f"subprocess.{name}()")
+            return self._helper("subprocess_call", [function, site, *node.args], node, node.keywords)
         if name in FRAMEWORK_CLASSES:
             site = self._site(node.lineno, f"{name}()")
             return self._helper("framework_call", [function, site, *node.args], node, node.keywords)
@@ -218,7 +238,7 @@ def _is_false(node: ast.AST) -> bool:
 
 def _rewritten(tree: ast.Module, filename: str) -> tuple[ast.Module, _Rewriter]:
     """`tree` rewritten in place, with the rewriter that holds its sites (marked, not yet registered)."""
-    rewriter = _Rewriter(filename)
+    rewriter = _Rewriter(filename, _subprocess_names(tree))
     tree = rewriter.visit(tree)
     ast.fix_missing_locations(tree)
     return tree, rewriter
