@@ -120,7 +120,9 @@ def _steer_accelerate(retarget, names: dict, environ) -> str:
         return f"run on the CPU ({setting})"
     if own:
         return f"Accelerate detects {own!r} itself: left to its own device selection"
-    device = str(retarget.device())
+    # the backend's device, not retarget.device(): CUDA_VISIBLE_DEVICES is read when the program first
+    # asks about devices, as CUDA reads it, not at activation
+    device = str(retarget.backend.device(None))
     setting = _set(environ, "ACCELERATE_TORCH_DEVICE", device)
     return (f"run on {target} ({setting}; Accelerate does not know {retarget.type!r}, so every "
             "process uses that device)")
