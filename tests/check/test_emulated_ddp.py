@@ -113,7 +113,8 @@ CUDA_SCRIPT = COMMON + textwrap.dedent(
     dist.broadcast_object_list(shared, src=1)
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
     torch.save({"state": state, "losses": losses, "device": str(next(model.parameters()).device),
-                "backend": dist.get_backend(), "shared": shared[0].cpu(), "shared_device": str(shared[0].device)},
+                "backend": dist.get_backend(), "real_backend": str(sys.modules["torch.distributed"].get_backend()),
+                "shared": shared[0].cpu(), "shared_device": str(shared[0].device)},
                f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
     """
@@ -210,8 +211,10 @@ def test_cuda_written_ddp_script_runs_on_neuron_emulated_under_torchrun(tmp_path
     reference, reference_losses = _reference()
     for rank in range(2):
         assert results[rank]["device"] == "emulated:0"
-        # init_process_group('nccl') became the emulated device's backend.
-        assert results[rank]["backend"] == distributed.BACKEND_NAME
+        # init_process_group('nccl') became the emulated device's backend; the application, as on a
+        # GPU machine, is told the group is NCCL's
+        assert results[rank]["backend"] == "nccl"
+        assert results[rank]["real_backend"] == distributed.BACKEND_NAME
         torch.testing.assert_close(torch.tensor(results[rank]["losses"]), torch.tensor(reference_losses[rank]))
         _assert_same(results[rank]["state"], reference, exact=False)
         # broadcast_object_list pickled a device tensor on rank 1 and unpickled it on rank 0.

@@ -80,9 +80,14 @@ def _programs() -> list[tuple[str, Path, dict[str, str]]]:
 PROGRAMS = _programs()
 
 
-def _environment() -> dict[str, str]:
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("TORCHPORT_")}
-    environment.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="")
+def _environment(hide_gpus: bool = True) -> dict[str, str]:
+    """Plain runs see no GPU (as CI machines without one); retargeted runs see the target, which
+    CUDA_VISIBLE_DEVICES="" would hide from them as it hides a GPU."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("TORCHPORT_") and key != "CUDA_VISIBLE_DEVICES"}
+    environment.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    if hide_gpus:
+        environment["CUDA_VISIBLE_DEVICES"] = ""
     return environment
 
 
@@ -152,7 +157,8 @@ def _result(command: list[str], cwd: Path, relaunch_in: Path | None = None) -> t
     """The program's last RESULT, or None and its error; relaunched after gloo's teardown abort, with
     `relaunch_in` put back as it was first (give it only where nothing else runs)."""
     def launch() -> tuple[object, str]:
-        completed = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=300)
+        completed = subprocess.run(command, cwd=cwd, env=_environment(hide_gpus="torchport" not in command),
+                                   capture_output=True, text=True, timeout=300)
         for line in reversed(completed.stdout.splitlines()):
             if line.startswith("RESULT "):
                 return json.loads(line[len("RESULT "):]), ""

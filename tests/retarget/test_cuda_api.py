@@ -176,6 +176,7 @@ print("device=" + str(torch.zeros(1, device=device).device))
 print("autocast_dtype=" + str(y.dtype))
 print("scaler=" + str(scaler.is_enabled()))
 print("warnings=" + repr(sorted(str(w.message) for w in caught)))
+print("device_object=" + str(torch.device("cuda")))  # made as written; placing work on it fails
 """
 
 

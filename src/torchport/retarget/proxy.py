@@ -45,6 +45,8 @@ class _MappedClassMeta(type):
 
 def _construct_device(*args, **kwargs):
     retarget = state.current()
+    if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: the device as written, as on a
+        return _real_device(*args, **kwargs)  # GPU machine (placing work on it raises there, and here)
     if args and isinstance(args[0], str) and args[0].split(":")[0].strip() == "cuda":
         retarget.redirected("torch.device('cuda')")
         if len(args) > 1 and args[1] is not None:
