@@ -183,3 +183,27 @@ def test_a_generator_for_cuda_draws_reproducibly_on_the_emulated_device(program)
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"same": "True,emulated,emulated"}
+
+
+def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(program, tmp_path):
+    # the way back: `torch.save(args)` holding args.device, and the GradScaler torchport turned off
+    # (no GradScaler kernels on neuron) saved as the state an enabled scaler has
+    checkpoint = tmp_path / "ck.pt"
+    source = f"""
+    import argparse, torch
+    args = argparse.Namespace(device=torch.device("cuda:0"))
+    scaler = torch.cuda.amp.GradScaler()
+    torch.save({{"args": args, "scaler": scaler.state_dict()}}, {str(checkpoint)!r})
+    print("scale=" + str(scaler.get_scale()) + "," + str(scaler.is_enabled()))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"scale": "65536.0,False"}
+    check = ("import sys, torch\n"
+             "data = torch.load(sys.argv[1], map_location='cpu', weights_only=False)\n"
+             "scaler = torch.amp.GradScaler('cpu')\n"  # an enabled scaler, as the GPU's is
+             "scaler.load_state_dict(data['scaler'])\n"
+             "print(data['args'].device, scaler.get_scale())\n")
+    plain = subprocess.run([sys.executable, "-c", check, str(checkpoint)], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == ["cuda:0", "65536.0"]

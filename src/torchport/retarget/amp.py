@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Any
 
 import torch
 
@@ -125,9 +126,35 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+        asked = enabled and device == "cuda"
         device, enabled = _scaler_settings(device, enabled)
         super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+        # Turned off by torchport (not by the program, nor by hidden devices): the state a GPU's
+        # scaler starts from, so that a checkpoint holding it loads into an enabled scaler there
+        # (the way back) and get_scale() reads what it reads at the start on a GPU.
+        self._torchport_kept = None
+        if asked and not enabled and state.current().visible():
+            self._torchport_kept = {"scale": float(init_scale), "growth_factor": float(growth_factor),
+                                    "backoff_factor": float(backoff_factor), "growth_interval": int(growth_interval),
+                                    "_growth_tracker": 0}
+
+    def state_dict(self) -> dict[str, Any]:
+        kept = getattr(self, "_torchport_kept", None)
+        return dict(kept) if kept is not None else super().state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        kept = getattr(self, "_torchport_kept", None)
+        if kept is None:
+            return super().load_state_dict(state_dict)
+        if not state_dict:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
+                               "instance of GradScaler.")
+        kept.update({key: state_dict[key] for key in kept if key in state_dict})
+
+    def get_scale(self) -> float:
+        kept = getattr(self, "_torchport_kept", None)
+        return float(kept["scale"]) if kept is not None else super().get_scale()
 
     __reduce_ex__ = reduce_as_genuine
 

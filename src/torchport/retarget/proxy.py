@@ -152,8 +152,9 @@ def _save(obj, f, pickle_module=None, *args, **kwargs):
 
 
 class _CudaTagging:
-    """A pickle module whose Pickler writes the target's storage locations as 'cuda:N' (torch.save
-    hands its Pickler the persistent_id that records each storage's location)."""
+    """A pickle module whose Pickler writes the target's storage locations, and its torch.device
+    objects, as 'cuda:N' (torch.save hands its Pickler the persistent_id that records each storage's
+    location)."""
 
     def __init__(self, module, retarget):
         self._module = module
@@ -164,7 +165,9 @@ class _CudaTagging:
             kind, _, index = location.partition(":")
             if kind != target_type:
                 return location
-            index = int(index) if index.isdigit() else 0
+            if not index.isdigit():
+                return "cuda"
+            index = int(index)
             return f"cuda:{visible.index(index) if index in visible else index}"
 
         def retag(found):
@@ -184,6 +187,12 @@ class _CudaTagging:
                     bound = own.__get__(self)
                     self.__dict__["persistent_id"] = lambda obj: retag(bound(obj))
                 super().__init__(*args, **kwargs)
+
+            def reducer_override(self, obj):
+                # a torch.device of the target (`torch.save(args)` holding args.device) is CUDA's too
+                if type(obj) is _real_device and obj.type == target_type:
+                    return _real_device, (cuda_tag(str(obj)),)
+                return NotImplemented
 
             @property
             def persistent_id(self):
