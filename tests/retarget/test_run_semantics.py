@@ -1,6 +1,7 @@
 """The retargeted program sees what it would see without torchport: argv, __name__, exit status,
 tracebacks; and bad input to `torchport run` is one clear line with exit code 2."""
 
+import os
 import subprocess
 import sys
 
@@ -129,3 +130,25 @@ def test_python_children_the_application_starts_run_retargeted(program, tmp_path
                  if d["topic"].startswith("Python child processes")]
     assert any("run under torchport run --device neuron-emulated" in text for text in decisions)
     assert any("python -c" in text and "not retargeted" in text for text in decisions)
+
+
+def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
+    # the ImageNet example: ngpus_per_node = device_count() splits the batch and picks the rank that
+    # saves checkpoints (args.rank % ngpus_per_node == 0); with 2 processes on a 1-device target
+    script = tmp_path / "ranks.py"
+    script.write_text("import os, torch\n"
+                      "local_rank = int(os.environ['LOCAL_RANK'])\n"
+                      "torch.cuda.set_device(local_rank)\n"
+                      "ngpus = torch.cuda.device_count()\n"
+                      "x = torch.ones(1).cuda()\n"
+                      "print(f'rank{local_rank}=' + str((ngpus, torch.cuda.current_device(), 64 // ngpus, "
+                      "local_rank % ngpus == 0, x.device.type)))\n")
+    env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    for device, device_type in (("cpu", "cpu"), ("neuron-emulated", "emulated")):
+        completed = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                    "-m", "torchport", "run", "--device", device, str(script)],
+                                   capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        lines = dict(line.split("=", 1) for line in completed.stdout.splitlines() if line.startswith("rank"))
+        assert lines == {"rank0": f"(2, 0, 32, True, '{device_type}')", "rank1": f"(2, 1, 32, False, '{device_type}')"}

@@ -47,6 +47,8 @@ def current_device() -> int:
     visible = retarget.visible()
     if not visible:
         raise RuntimeError("No CUDA GPUs are available")
+    if retarget.current_ordinal is not None:
+        return retarget.current_ordinal
     if not retarget.accelerator:
         return 0
     index = torch.accelerator.current_device_index()
@@ -55,6 +57,9 @@ def current_device() -> int:
 
 def set_device(device) -> None:
     retarget = _rt()
+    ordinal = _ordinal(device) if isinstance(device, (int, str, torch.device)) else None
+    if ordinal is not None and 0 <= ordinal < len(retarget.visible()):
+        retarget.current_ordinal = ordinal  # what current_device() answers, as on CUDA
     if not retarget.accelerator:
         retarget.noop("torch.cuda.set_device", "the CPU has one device")
         return

@@ -44,6 +44,8 @@ class Retarget:
         self.mapped_strings: dict[str, str] = {}  # read directly by the runtime's hot path
         self._device_cache: dict[int | None, object] = {}
         self._visible: tuple[int, ...] | None = None
+        #: The CUDA ordinal the application last made current (torch.cuda.set_device), if any.
+        self.current_ordinal: int | None = None
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 
@@ -57,6 +59,15 @@ class Retarget:
         when it initialises (a script that sets it before touching CUDA is obeyed)."""
         if self._visible is None:
             count = max(1, self.backend.device_count()) if self.accelerator else 1
+            processes = os.environ.get("LOCAL_WORLD_SIZE", "")
+            if processes.isdigit() and int(processes) > count:
+                # torchrun runs more processes on this node than the target has devices: as on the GPU
+                # machine such a launch is written for, each process's local rank names a device of
+                # its own (ordinals beyond the target's devices share them)
+                self.decide("device count", f"{processes} processes on this node (torchrun): the application "
+                                            f"sees {processes} CUDA devices, sharing {self.backend.name}'s {count}",
+                            kind="device")
+                count = int(processes)
             setting = os.environ.get("CUDA_VISIBLE_DEVICES")
             visible, why = visible_devices(setting, count)
             if why:
