@@ -244,6 +244,12 @@ IDIOMS = [
      "import torch\ntorch.cuda.nvtx.range_push('step')\ntorch.cuda.nvtx.range_pop()\nresult = True", "result = True"),
     ("reset_peak_memory_stats", "import torch\nresult = torch.cuda.reset_peak_memory_stats()", "result = None"),
     ("memory_reserved", "import torch\nresult = torch.cuda.memory_reserved() >= 0", "result = True"),
+    # training loggers read CUDA's allocator keys by name (fairseq/DeepSpeed-style retries, peaks)
+    ("memory_stats_cuda_keys",
+     "import torch\nx = torch.ones(256, device='cuda')\nstats = torch.cuda.memory_stats()\n"
+     "result = (stats['num_alloc_retries'], stats['num_ooms'], stats['allocated_bytes.all.peak'] >= 0,\n"
+     "          stats['active_bytes.all.allocated'] >= 0, 'segment.large_pool.current' in stats)",
+     "result = (0, 0, True, True, True)"),
     ("is_initialized", "import torch\nresult = isinstance(torch.cuda.is_initialized(), bool)", "result = True"),
     ("synchronize_positional_device", "import torch\nresult = torch.cuda.synchronize('cuda:0')", "result = None"),
     ("synchronize_keyword_device", "import torch\nresult = torch.cuda.synchronize(device='cuda:0')",

@@ -207,3 +207,22 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     plain = subprocess.run([sys.executable, "-c", check, str(checkpoint)], capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.split() == ["cuda:0", "65536.0"]
+
+
+def test_cuda_memory_stats_keys_read_the_emulated_allocator(program):
+    # a logger reading CUDA's allocator statistics by name sees the device's own bytes
+    source = """
+    import torch
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_stats()
+    x = torch.empty(1000, device="cuda")
+    del x
+    after = torch.cuda.memory_stats()
+    print("allocated=" + str(after["allocated_bytes.all.allocated"] - before["allocated_bytes.all.allocated"]))
+    print("freed=" + str(after["allocated_bytes.all.freed"] - before["allocated_bytes.all.freed"]))
+    print("peak=" + str(after["allocated_bytes.all.peak"] - before["allocated_bytes.all.current"]))
+    print("retries=" + str(after["num_alloc_retries"]))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"allocated": "4000", "freed": "4000", "peak": "4000", "retries": "0"}

@@ -230,6 +230,24 @@ class Backend:
         except Exception:
             return 0
 
+    def memory_stats(self, index: int | None = None) -> dict:
+        """The statistics the target's allocator keeps, under `torch.cuda.memory_stats` names
+        (`allocated_bytes.all.current`, ...); a key the target does not keep is absent."""
+        import torch
+
+        if self.is_accelerator() and hasattr(torch.accelerator, "memory_stats"):
+            try:
+                stats = dict(torch.accelerator.memory_stats(index) if index is not None else torch.accelerator.memory_stats())
+            except Exception:
+                stats = {}
+            if stats:
+                return stats
+        return {
+            f"{kind}.all.{metric}": self.memory_stat(stat, index)
+            for kind, prefix in (("allocated_bytes", "memory_allocated"), ("reserved_bytes", "memory_reserved"))
+            for metric, stat in (("current", prefix), ("peak", f"max_{prefix}"))
+        } if self.is_accelerator() else {}
+
     def reset_peak_memory_stats(self, index: int | None = None) -> None:
         import torch
 

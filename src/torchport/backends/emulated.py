@@ -158,6 +158,12 @@ class EmulatedBackend(Backend):
         function = stats.get(stat)
         return int(function()) if function is not None else 0
 
+    def memory_stats(self, index: int | None = None) -> dict:
+        self.prepare()
+        from torchport import emulated as device
+
+        return dict(device.memory_stats())
+
     def reset_peak_memory_stats(self, index: int | None = None) -> None:
         self.prepare()
         from torchport import emulated as device

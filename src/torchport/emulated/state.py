@@ -39,6 +39,9 @@ class State:
         self.peak = 0
         self.allocations = 0
         self.frees = 0
+        #: historical totals of bytes allocated and freed (CUDA's `.allocated` / `.freed` metrics)
+        self.bytes_allocated = 0
+        self.bytes_freed = 0
         self.lock = threading.Lock()
         # dtype -> narrower dtype for values, from the profile
         self.value_downcasts: dict[torch.dtype, torch.dtype] = {}

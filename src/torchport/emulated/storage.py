@@ -45,12 +45,17 @@ class Block:
         self.pointer = storage.data_ptr()
         _blocks_by_pointer[self.pointer] = weakref.ref(self)
         state.allocated += nbytes
+        state.bytes_allocated += nbytes
         state.allocations += 1
         if state.allocated > state.peak:
             state.peak = state.allocated
 
     def resize(self, nbytes: int) -> None:
         state.allocated += nbytes - self.nbytes
+        if nbytes > self.nbytes:
+            state.bytes_allocated += nbytes - self.nbytes
+        else:
+            state.bytes_freed += self.nbytes - nbytes
         self.nbytes = nbytes
         self.views.clear()
         self._forget_pointer()
@@ -66,6 +71,7 @@ class Block:
 
     def __del__(self) -> None:
         state.allocated -= self.nbytes
+        state.bytes_freed += self.nbytes
         state.frees += 1
         self._forget_pointer()
 
@@ -171,15 +177,20 @@ def reset_peak_memory_stats(device=None) -> None:
 
 
 def memory_stats(device=None) -> dict:
-    """`torch.cuda.memory_stats`-style counters of the emulated device (all bytes in the 'all' pool)."""
+    """`torch.cuda.memory_stats`-style counters of the emulated device: every block is its own
+    segment, always active, in the 'all' pool (the large and small pools read 0)."""
+    blocks = {"current": state.allocations - state.frees, "peak": None,
+              "allocated": state.allocations, "freed": state.frees}
+    nbytes = {"current": state.allocated, "peak": state.peak,
+              "allocated": state.bytes_allocated, "freed": state.bytes_freed}
     stats = {}
     for pool in ("all", "large_pool", "small_pool"):
-        for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-            stats[f"{kind}.{pool}.current"] = state.allocated if pool == "all" else 0
-            stats[f"{kind}.{pool}.peak"] = state.peak if pool == "all" else 0
-    stats["allocation.all.allocated"] = state.allocations
-    stats["allocation.all.freed"] = state.frees
-    stats["allocation.all.current"] = state.allocations - state.frees
+        for kinds, values in ((("allocation", "segment", "active"), blocks),
+                              (("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"), nbytes)):
+            for kind in kinds:
+                for metric, value in values.items():
+                    if value is not None:
+                        stats[f"{kind}.{pool}.{metric}"] = value if pool == "all" else 0
     return dict(sorted(stats.items()))
 
 

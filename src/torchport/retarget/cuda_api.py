@@ -9,6 +9,7 @@ streams are context managers that run work in order. CUDA-only features with no 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
@@ -182,13 +183,37 @@ def empty_cache() -> None:
     retarget.backend.device_module().empty_cache()
 
 
+# Every key `torch.cuda.memory_stats()` has on a GPU machine (CUDA's caching allocator), with the
+# value an allocator that never split, retried or failed reports.
+_POOLED_STATS = ("active", "active_bytes", "allocated_bytes", "allocation", "inactive_split",
+                 "inactive_split_bytes", "requested_bytes", "reserved_bytes", "segment")
+_METRICS = ("allocated", "current", "freed", "peak")
+CUDA_MEMORY_STATS: dict[str, int] = dict(sorted(
+    [(f"{stat}.{pool}.{metric}", 0) for stat in _POOLED_STATS
+     for pool in ("all", "large_pool", "small_pool") for metric in _METRICS]
+    + [(f"{stat}.{metric}", 0) for stat in ("oversize_allocations", "oversize_segments") for metric in _METRICS]
+    + [("max_split_size", -1), ("num_alloc_retries", 0), ("num_device_alloc", 0), ("num_device_free", 0),
+       ("num_ooms", 0), ("num_oom_rejections", 0), ("num_sync_all_streams", 0)]
+))
+
+
 def memory_stats(device=None) -> dict:
-    return {
-        "allocated_bytes.all.current": _memory("memory_allocated")(device),
-        "allocated_bytes.all.peak": _memory("max_memory_allocated")(device),
-        "reserved_bytes.all.current": _memory("memory_reserved")(device),
-        "reserved_bytes.all.peak": _memory("max_memory_reserved")(device),
-    }
+    """CUDA's keys, each read from the target's allocator where it keeps that statistic; the
+    others read what an allocator that never split, retried or failed reports (named in the report)."""
+    retarget = _rt()
+    kept = retarget.backend.memory_stats(None if device is None else retarget.index(_ordinal(device)))
+    missing = [key for key in CUDA_MEMORY_STATS if key not in kept]
+    if not kept:
+        retarget.noop("torch.cuda.memory_stats", f"the {retarget.backend.name} target keeps no device memory "
+                      "statistics: every value reads 0")
+    elif missing:
+        retarget.noop("torch.cuda.memory_stats", f"{len(missing)} of CUDA's {len(CUDA_MEMORY_STATS)} statistics "
+                      f"are not kept by the {retarget.backend.name} target and read 0 (e.g. {', '.join(missing[:3])})")
+    else:
+        retarget.redirected("torch.cuda.memory_stats")
+    stats = collections.OrderedDict(CUDA_MEMORY_STATS)
+    stats.update((key, value) for key, value in kept.items() if key in CUDA_MEMORY_STATS)
+    return stats
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
