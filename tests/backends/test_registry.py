@@ -46,3 +46,14 @@ def test_probe_never_raises_for_any_backend():
     for backend in backends.all_backends():
         probe = backend.probe()
         assert isinstance(probe.usable, bool) and probe.reason
+
+
+def test_each_profiles_profiler_activity_is_one_torch_profiles_and_cuda_is_cudas():
+    # `ProfilerActivity.CUDA` in an application becomes this activity on the target (or is dropped)
+    import torch
+
+    activities = {name: backends.get(name).profiler_activity for name in backends.names() if name != "auto"}
+    assert activities["cuda"] == "CUDA" and activities["xpu"] == "XPU"
+    assert activities["cpu"] is None and activities["neuron"] is None
+    for name, activity in activities.items():
+        assert activity is None or hasattr(torch.profiler.ProfilerActivity, activity), name

@@ -266,6 +266,27 @@ IDIOMS = [
      "import torch\ntorch.cuda.cudart().cudaProfilerStart()\nx = torch.ones(2).cuda() * 2\n"
      "torch.cuda.cudart().cudaProfilerStop()\nresult = x.tolist()",
      "import torch\nresult = (torch.ones(2) * 2).tolist()"),
+    # the PyTorch profiler recipe: CPU and CUDA activities, sorted by CUDA time
+    ("torch_profiler_cuda_activity",
+     "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"
+     "with warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+     "    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:\n"
+     "        torch.ones(8, device='cuda').sum()\n"
+     "result = ([str(w.message) for w in caught if 'not available' in str(w.message)],\n"
+     "          'aten::sum' in prof.key_averages().table(sort_by='cuda_time_total'))",
+     "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"
+     "with warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+     "    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:\n"
+     "        torch.ones(8).sum()\n"
+     "result = ([str(w.message) for w in caught if 'not available' in str(w.message)],\n"
+     "          'aten::sum' in prof.key_averages().table(sort_by='cuda_time_total'))"),
+    ("autograd_profiler_use_cuda",
+     "import torch, warnings\nwith warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+     "    with torch.autograd.profiler.profile(use_cuda=True) as prof:\n        torch.ones(8, device='cuda').sum()\n"
+     "result = ([str(w.message) for w in caught if 'not available' in str(w.message)], len(prof.key_averages()) > 0)",
+     "import torch, warnings\nwith warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+     "    with torch.autograd.profiler.profile() as prof:\n        torch.ones(8).sum()\n"
+     "result = ([str(w.message) for w in caught if 'not available' in str(w.message)], len(prof.key_averages()) > 0)"),
     ("cuda_profiler_module",
      "import torch\nimport torch.cuda.profiler as profiler\nwith profiler.profile():\n    y = torch.ones(1).cuda()\n"
      "profiler.start(); profiler.stop()\nresult = y.sum().item()",

@@ -113,6 +113,10 @@ class Backend:
     supports_capturable_optimizers = _capability(
         "capturable_optimizers", "Whether torch.optim's capturable=True (CUDA graph capture of the step) runs on it."
     )
+    profiler_activity = _capability(
+        "profiler_activity", "The torch.profiler.ProfilerActivity name of this device's kernels, or None when "
+        "torch.profiler has no activity for it.", lambda value: value
+    )
     compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
     @property

@@ -34,7 +34,9 @@ CAPABILITIES = (
 )
 #: Capability flags a profile may leave out, and what leaving one out means (a profile written before
 #: the flag existed keeps loading, and says the conservative thing).
-CAPABILITY_DEFAULTS = {"sync_batchnorm": False, "capturable_optimizers": False}
+CAPABILITY_DEFAULTS = {"sync_batchnorm": False, "capturable_optimizers": False, "profiler_activity": None}
+#: What `profiler_activity` may name: a `torch.profiler.ProfilerActivity` of a device, or null (none).
+PROFILER_ACTIVITIES = ("CUDA", "XPU", "MTIA", "HPU", "PrivateUse1")
 
 PROFILE_SCHEMA: dict = {
     "type": "object",
@@ -66,7 +68,10 @@ PROFILE_SCHEMA: dict = {
             "type": "object",
             "required": [*CAPABILITIES, "compiler"],
             "properties": {
-                **{name: {"type": "boolean"} for name in (*CAPABILITIES, *CAPABILITY_DEFAULTS)},
+                **{name: {"type": "boolean"} for name in CAPABILITIES},
+                **{name: {"type": "boolean"} for name, default in CAPABILITY_DEFAULTS.items()
+                   if isinstance(default, bool)},
+                "profiler_activity": {"enum": [*PROFILER_ACTIVITIES, None]},
                 "compiler": {"type": "string"},
                 "sources": {"type": "object", "additionalProperties": {"type": "string"}},
             },

@@ -17,7 +17,7 @@ from functools import partial as _partial
 
 import torch
 
-from torchport.retarget import cuda_api, destination, frameworks
+from torchport.retarget import cuda_api, destination, frameworks, profiler
 from torchport.retarget.destination import leaves_application
 
 from torchport.retarget.report import Site
@@ -49,6 +49,8 @@ __all__ = [
     "pin_flag",
     "fused_flag",
     "capturable_flag",
+    "activities",
+    "use_device",
 ]
 
 SITES: list[Site] = []
@@ -213,6 +215,8 @@ def call(function, site: int, *args, **kwargs):
         if "accelerator" in kwargs or "fp16" in kwargs or "bf16" in kwargs:
             # a framework choosing the device or precision itself (Lightning, transformers)
             frameworks.framework_keywords(function, kwargs, site)
+        if "use_cuda" in kwargs:
+            profiler.use_cuda(_rt, SITES[site], function, kwargs)
     return function(*args, **kwargs)
 
 
@@ -430,6 +434,17 @@ def _device_keyword(site: int, value):
     return map_device(value, site)
 
 
+def activities(site: int, value):
+    """torch.profiler's `activities=[..., ProfilerActivity.CUDA]`: the target's kernels, where torch
+    profiles them."""
+    return profiler.activities(_rt, SITES[site], value)
+
+
+def use_device(site: int, value):
+    """torch.autograd.profiler's `use_device="cuda"`."""
+    return profiler.use_device(_rt, SITES[site], value)
+
+
 #: keyword -> the helper mapping its value where it reaches torch (see transform.REWRITTEN_KEYWORDS).
 KEYWORD_HELPERS = {
     "device": _device_keyword,
@@ -441,4 +456,6 @@ KEYWORD_HELPERS = {
     "pin_memory": pin_flag,
     "fused": fused_flag,
     "capturable": capturable_flag,
+    "activities": activities,
+    "use_device": use_device,
 }

@@ -64,6 +64,10 @@ REWRITTEN_KEYWORDS = {
     "pin_memory": "pin_flag",
     "fused": "fused_flag",
     "capturable": "capturable_flag",
+    # torch.profiler asking for CUDA kernels: runtime.call -> profiler
+    "activities": "activities",
+    "use_device": "use_device",
+    "use_cuda": "call",
     # frameworks choosing the device or precision themselves: runtime.call -> frameworks.framework_keywords
     "accelerator": "call",
     "fp16": "call",
