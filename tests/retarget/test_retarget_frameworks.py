@@ -198,6 +198,55 @@ def test_transformers_trainer_mixed_precision_trains_on_the_target(program, tmp_
     assert _decisions(report)["device of Accelerate / transformers Trainer"].startswith("run on")
 
 
+ACCELERATE = """
+import os, sys, torch
+from accelerate import Accelerator
+if sys.argv[1] == "keyword":
+    accelerator = Accelerator(mixed_precision="fp16")
+else:  # `accelerate launch --mixed_precision fp16 train.py` hands it over in the environment
+    accelerator = Accelerator()
+model = torch.nn.Linear(8, 8)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model, optimizer = accelerator.prepare(model, optimizer)
+x = torch.randn(4, 8, device=accelerator.device)
+with accelerator.autocast():
+    inner = (x @ x.T).dtype
+loss = model(x).float().pow(2).mean()
+accelerator.backward(loss)
+optimizer.step()
+print("device=" + accelerator.device.type)
+print("dtype=" + str(inner))
+print("scaler=" + str(accelerator.scaler is not None and accelerator.scaler.is_enabled()))
+"""
+
+
+def _cpu_auto_dtype() -> str:
+    from torchport.backends.cpu import has_native_bf16
+
+    return "torch.bfloat16" if has_native_bf16() else "torch.float32"
+
+
+@pytest.mark.skipif(not _installed("accelerate"), reason="needs accelerate")
+@pytest.mark.parametrize("form", ["keyword", "environment"])
+@pytest.mark.parametrize("device, precision, expected", [
+    ("cpu", "keep", ("cpu", "torch.float32", "False", "runs in fp32 on the CPU")),
+    ("cpu", "auto", ("cpu", None, "False", "on cpu")),
+    ("neuron-emulated", "keep", ("emulated", "torch.float16", "False", "GradScaler disabled")),
+    ("neuron-emulated", "auto", ("emulated", "torch.bfloat16", "False", "bf16 autocast on neuron-emulated")),
+])
+def test_accelerate_fp16_follows_the_precision_policy_and_is_reported(program, tmp_path, form, device, precision,
+                                                                      expected):
+    # on a GPU machine Accelerator(mixed_precision="fp16") autocasts in fp16 with a GradScaler: on the
+    # target it takes what --precision makes of CUDA's fp16 autocast, through Accelerate's own settings
+    device_type, dtype, scaler, decision = expected
+    result = program(ACCELERATE, "--device", device, "--precision", precision, "--report", "report.json",
+                     args=[form], env={"ACCELERATE_MIXED_PRECISION": "fp16"} if form == "environment" else None)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"device": device_type, "dtype": dtype or _cpu_auto_dtype(), "scaler": scaler}
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert decision in _decisions(report)["Accelerate mixed_precision='fp16'"]
+
+
 LIGHTNING = """
 import torch
 try:

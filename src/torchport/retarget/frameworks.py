@@ -11,7 +11,10 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   `TrainingArguments`); where Accelerate knows the target itself (the profile names it, e.g. `xla`,
   `neuron`, `mps`) its own detection runs unchanged, including its distributed setup; a target it
   does not know (the emulated device) is given with `ACCELERATE_TORCH_DEVICE`, which both libraries
-  read. A setting the user made is kept.
+  read. A setting the user made is kept. `Accelerator(mixed_precision="fp16")` (or the
+  `ACCELERATE_MIXED_PRECISION` that `accelerate launch --mixed_precision fp16` sets) follows the
+  precision policy where the application calls it (`accelerator_keywords`): what `--precision` makes
+  of CUDA's fp16 autocast, with Accelerate's GradScaler off where the target has no GradScaler kernels.
 - Lightning: `PL_TRAINER_ACCELERATOR` (Lightning's documented environment default for the
   `Trainer(accelerator=...)` argument) is the target's Lightning name, so `Trainer()` with the default
   `accelerator="auto"` runs there; an explicit `accelerator="gpu"` / `"cuda"` written in the application
@@ -36,7 +39,7 @@ import os
 
 from torchport.backends.base import package_installed
 __all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "lightning_keywords",
-           "training_arguments_keywords"]
+           "training_arguments_keywords", "accelerator_keywords"]
 
 _TRUE = ("1", "true", "yes", "on")
 #: accelerator names that mean the GPU on a GPU machine ("auto" picks it there).
@@ -144,6 +147,8 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
         lightning_keywords(kwargs, site, function)
     if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
+    if "mixed_precision" in kwargs and _is_accelerator(function):
+        accelerator_keywords(kwargs, site)
 
 
 def framework_defaults(function, kwargs: dict, site: int) -> None:
@@ -153,6 +158,13 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
     names), decides instead."""
     from torchport.retarget import state
 
+    if state.current() is not None and "mixed_precision" not in kwargs and _is_accelerator(function):
+        # `accelerate launch --mixed_precision fp16` (or its config) hands the choice over in the
+        # environment, which Accelerator() reads when not given one: the same request as the keyword
+        requested = os.environ.get("ACCELERATE_MIXED_PRECISION", "").lower()
+        if requested in _ACCELERATE_MIXED:
+            kwargs["mixed_precision"] = requested
+        return
     if state.current() is None or "accelerator" in kwargs or not _is_lightning(function) \
             or not _takes_accelerator(function):
         return
@@ -224,6 +236,56 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     if retarget.type == "cpu" and "use_cpu" not in kwargs:
         kwargs["use_cpu"] = True
         runtime.HITS[site] += 1
+
+
+def _is_accelerator(function) -> bool:
+    return isinstance(function, type) and any(
+        cls.__name__ == "Accelerator" and cls.__module__.startswith("accelerate")
+        for cls in function.__mro__
+    )
+
+
+#: Accelerate's mixed-precision names for CUDA autocast dtypes.
+_ACCELERATE_MIXED = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+def accelerator_keywords(kwargs: dict, site: int) -> None:
+    """`Accelerator(mixed_precision="fp16")` written for a GPU, under the precision policy, through
+    Accelerate's own settings: the dtype becomes what `--precision` makes of CUDA's fp16 autocast
+    ("bf16" where the target prefers it under `auto`, "no" under `fp32`), and where fp16 is kept on a
+    target without GradScaler kernels Accelerate's scaler is turned off (`GradScalerKwargs`), as
+    torchport turns off the application's own. Accelerate enables fp16 autocast only off the CPU: on
+    the CPU target a kept fp16 runs in fp32, which the report says."""
+    import torch
+
+    from torchport.retarget import amp, runtime, state
+
+    retarget = state.current()
+    requested = str(kwargs["mixed_precision"]).lower()
+    if requested not in _ACCELERATE_MIXED:
+        return
+    topic = f"Accelerate mixed_precision={requested!r}"
+    effective = amp.effective_dtype(getattr(torch, _ACCELERATE_MIXED[requested]))
+    wanted = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "no"}[effective]
+    if wanted != requested:
+        kwargs["mixed_precision"] = wanted
+        runtime.HITS[site] += 1
+        what = "fp32 (no mixed precision)" if wanted == "no" else f"{wanted} autocast"
+        retarget.decide(topic, f"{what} on {retarget.backend.name} (mixed_precision={wanted!r})")
+    elif wanted == "fp16" and retarget.type == "cpu":
+        retarget.decide(topic, "runs in fp32 on the CPU: Accelerate enables fp16 autocast only on accelerators "
+                               "(--precision auto or bf16 gives bf16 autocast)")
+    elif wanted == "fp16" and not retarget.backend.supports_grad_scaler:
+        from accelerate.utils import GradScalerKwargs
+
+        handlers = list(kwargs.get("kwargs_handlers") or [])
+        if not any(isinstance(handler, GradScalerKwargs) for handler in handlers):
+            kwargs["kwargs_handlers"] = [*handlers, GradScalerKwargs(enabled=False)]
+            runtime.HITS[site] += 1
+        retarget.decide(topic, f"fp16 kept on {retarget.backend.name}, Accelerate's GradScaler disabled: "
+                               f"{retarget.backend.name} has no GradScaler kernels")
+    else:
+        retarget.decide(topic, f"kept on {retarget.backend.name}")
 
 
 def lightning_keywords(kwargs: dict, site: int, function=None, default: str | None = None) -> None:

@@ -204,6 +204,9 @@ def map_device(value, site: int | None = None):
     return value
 
 
+_FRAMEWORK_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "mixed_precision"))
+
+
 def call(function, site: int, *args, **kwargs):
     """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
     __tracebackhide__ = True  # pytest shows the application's frames around this one, not it
@@ -212,8 +215,8 @@ def call(function, site: int, *args, **kwargs):
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
                 kwargs[keyword] = helper(site, value)
-        if "accelerator" in kwargs or "fp16" in kwargs or "bf16" in kwargs:
-            # a framework choosing the device or precision itself (Lightning, transformers)
+        if not _FRAMEWORK_KEYWORDS.isdisjoint(kwargs):
+            # a framework choosing the device or precision itself (Lightning, transformers, Accelerate)
             frameworks.framework_keywords(function, kwargs, site)
         if "use_cuda" in kwargs:
             profiler.use_cuda(_rt, SITES[site], function, kwargs)

@@ -12,8 +12,9 @@ the interpreter's builtins and globals:
   callee belongs to torch or to a distribution that depends on torch (values map where they leave
   the application); `.to()`, `.cuda()`, `.pin_memory()`, `.record_stream()` and `.is_cuda` on
   torch objects likewise;
-- calls of a callee spelled `Trainer` or `Fabric` go through `__tp__.framework_call`: a Lightning
-  class left at its default accelerator ("auto", the GPU on a GPU machine) is given the target.
+- calls of a callee spelled `Trainer`, `Fabric` or `Accelerator` go through `__tp__.framework_call`:
+  a Lightning class left at its default accelerator ("auto", the GPU on a GPU machine) is given the
+  target, an Accelerate `Accelerator()` the mixed precision `accelerate launch` put in the environment.
 
 Line and column numbers are kept, so tracebacks point at the user's lines.
 
@@ -72,11 +73,12 @@ REWRITTEN_KEYWORDS = {
     "accelerator": "call",
     "fp16": "call",
     "bf16": "call",
+    "mixed_precision": "call",
 }
 #: classes of frameworks that choose the device from their own defaults (Lightning's `Trainer()` and
 #: `Fabric()` left at accelerator="auto"): every call of a callee spelled so goes through
 #: runtime.framework_call, which decides from the callee itself whether it is the framework's.
-FRAMEWORK_CLASSES = {"Trainer", "Fabric"}
+FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator"}
 #: subprocess functions whose command line may start a Python child (`[sys.executable, "train.py"]`):
 #: called through runtime.subprocess_call where the module imported them from subprocess.
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
