@@ -44,3 +44,40 @@ def test_cuda_written_training_runs_on_xla_and_tracks_the_cpu_run(tmp_path):
     assert len(on_xla["losses"]) == len(on_cpu["losses"]) == 6
     for xla_loss, cpu_loss in zip(on_xla["losses"], on_cpu["losses"]):
         assert abs(xla_loss - cpu_loss) <= 2e-3 * max(1.0, abs(cpu_loss)), (on_xla["losses"], on_cpu["losses"])
+
+
+def test_torch_compile_in_the_application_compiles_with_openxla(tmp_path):
+    # inductor cannot compile XLA tensors ("KeyError: 'xla'"): the application's torch.compile, in
+    # every form, compiles with the profile's compiler (openxla), inductor's mode= dropped, reported
+    program = os.path.join(ROOT, "tests", "retarget", "compiled_training.py")
+    report = tmp_path / "report.json"
+    completed = subprocess.run(
+        [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", "--precision", "keep", "--report", str(report),
+         program], env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"},
+        capture_output=True, text=True, timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    values = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert values["device"] == values["head"] == "xla" and values["scale"] is True
+    assert abs(values["losses"]["compiled"] - values["losses"]["eager"]) <= 1e-4, values
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    assert "'openxla'" in decisions["torch.compile"]
+
+
+def test_torch_manual_seed_repeats_the_devices_draws_on_xla(tmp_path):
+    # torch.manual_seed does not reach torch_xla's generator; on a GPU machine it seeds the device too
+    program = tmp_path / "seeded.py"
+    program.write_text(
+        "import torch\n"
+        "torch.manual_seed(1); a = torch.randn(3, device='cuda')\n"
+        "torch.manual_seed(1); b = torch.randn(3, device='cuda')\n"
+        "torch.random.manual_seed(2); c = torch.randn(3, device='cuda')\n"
+        "torch.random.manual_seed(2); d = torch.randn(3, device='cuda')\n"
+        "print(torch.equal(a.cpu(), b.cpu()), torch.equal(c.cpu(), d.cpu()), a.device.type)\n"
+    )
+    completed = subprocess.run(
+        [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", str(program)],
+        env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.split() == ["True", "True", "xla"]

@@ -226,3 +226,21 @@ def test_cuda_memory_stats_keys_read_the_emulated_allocator(program):
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"allocated": "4000", "freed": "4000", "peak": "4000", "retries": "0"}
+
+
+COMPILED_TRAINING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compiled_training.py")
+
+
+def test_torch_compile_in_the_application_runs_on_the_emulated_device(program, tmp_path):
+    # inductor has no code generator for the device: the application's torch.compile (function,
+    # module, decorator, Module.compile, inductor's mode=) runs Dynamo's graphs eagerly on it, reported
+    result = program(open(COMPILED_TRAINING).read(), "--device", "neuron-emulated", "--precision", "keep",
+                     "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    assert values["device"] == values["head"] == "emulated"
+    assert values["scale"] is True
+    assert abs(values["losses"]["compiled"] - values["losses"]["eager"]) < 1e-5, values
+    assert "Graph break" not in result.stderr and "Dynamo does not know" not in result.stderr
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
+    assert "'aot_eager'" in decisions["torch.compile"] and "mode='reduce-overhead' dropped" in decisions["torch.compile"]

@@ -234,6 +234,14 @@ class Backend:
         except Exception:
             return 0
 
+    def compile_backend(self) -> str:
+        """The torch.compile backend an application's `torch.compile(model)` runs with here: the
+        profile's compiler."""
+        return self.compiler
+
+    def before_compile(self) -> None:
+        """Called before the application's `torch.compile` (Dynamo is being imported anyway)."""
+
     def memory_stats(self, index: int | None = None) -> dict:
         """The statistics the target's allocator keeps, under `torch.cuda.memory_stats` names
         (`allocated_bytes.all.current`, ...); a key the target does not keep is absent."""

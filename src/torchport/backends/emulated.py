@@ -158,6 +158,17 @@ class EmulatedBackend(Backend):
         function = stats.get(stat)
         return int(function()) if function is not None else 0
 
+    def compile_backend(self) -> str:
+        """The emulated device has no code generator: the graphs Dynamo captures run through
+        AOTAutograd, eagerly, on the device (graph breaks, recompilations and dynamic shapes are
+        exercised as on the target; no kernels are generated)."""
+        return "aot_eager"
+
+    def before_compile(self) -> None:
+        from torchport.emulated.registration import hide_from_dynamo
+
+        hide_from_dynamo()
+
     def memory_stats(self, index: int | None = None) -> dict:
         self.prepare()
         from torchport import emulated as device

@@ -67,6 +67,7 @@ class TorchportBackend:
                 "Use fallback='host' to run ops the target lacks on the CPU, or strict=True to fail."
             )
         self.backend = resolve_target(target)
+        self.backend.before_compile()
         # `profile` rehearses another target's op support on this device (e.g. neuron's on the CPU).
         self.profile = _load_profile(profile) if profile is not None else _profile_of(self.backend)
         self.compiler = self.backend.compiler  # the profile's capabilities.compiler

@@ -53,6 +53,21 @@ def register() -> None:
         state.registered = True
 
 
+def hide_from_dynamo() -> None:
+    """Dynamo traces the device's own Python (its device guard, allocator and kernels, run while
+    a graph is traced) as the program's code, and falls back to eager for the whole function where it
+    cannot; the device is part of the machine, not of the program: Dynamo skips it."""
+    if _hidden_from_dynamo:
+        return
+    import torch._dynamo.trace_rules
+
+    torch._dynamo.trace_rules.add(__name__.rpartition(".")[0])
+    _hidden_from_dynamo.append(True)
+
+
+_hidden_from_dynamo: list[bool] = []
+
+
 def activate(profile: Profile | str) -> Profile:
     """Make `profile` the target the emulated device behaves like, registering the device if needed.
 

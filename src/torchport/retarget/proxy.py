@@ -13,8 +13,8 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, backend_flags, cuda_api, data_parallel, distributed, runtime, state,
-                                sync_batchnorm)
+from torchport.retarget import (amp, backend_flags, compiler, cuda_api, data_parallel, distributed, runtime,
+                                state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -212,6 +212,17 @@ class _CudaTagging:
         return getattr(self._module, name)
 
 
+def _manual_seed(seed):
+    """`torch.manual_seed(s)` in application code seeds every device, as on a GPU machine; torch does not
+    reach every target's generator (torch_xla keeps its own), so the target's is seeded too (with the
+    same seed, which repeats what torch did where it does reach it)."""
+    generator = torch.manual_seed(seed)
+    retarget = state.current()
+    if retarget is not None and retarget.accelerator:
+        retarget.backend.device_module().manual_seed(int(seed))
+    return generator
+
+
 def _fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type=None):
     """`torch.random.fork_rng` in application code: its device is CUDA ("cuda", or the default where
     no accelerator is found), so the target's generator is forked; on the CPU the host generator,
@@ -257,7 +268,7 @@ class Facades:
              "get_backend": distributed.get_backend, "is_nccl_available": distributed.is_nccl_available},
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
-        self.random = _facade_module(torch.random, {"fork_rng": _fork_rng})
+        self.random = _facade_module(torch.random, {"fork_rng": _fork_rng, "manual_seed": _manual_seed})
         self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
                                             "DataParallel": data_parallel.DataParallel})
         self.torch = _facade_module(
@@ -280,6 +291,8 @@ class Facades:
                 "get_device_module": _get_device_module,
                 "load": _load,
                 "save": _save,
+                "compile": compiler.compile,
+                "manual_seed": _manual_seed,
             },
         )
         #: module name -> facade, for every real module the application may import.

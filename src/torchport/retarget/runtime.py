@@ -18,6 +18,7 @@ from functools import partial as _partial
 import torch
 
 from torchport.retarget import cuda_api, destination, frameworks, profiler
+from torchport.retarget.compiler import module_compile
 from torchport.retarget.destination import leaves_application
 
 from torchport.retarget.report import Site
@@ -41,6 +42,7 @@ __all__ = [
     "record_stream",
     "is_cuda",
     "get_device",
+    "module_compile",
     "tensor_type",
     "output_device",
     "map_location",

@@ -53,6 +53,7 @@ REWRITTEN_METHODS = {
     "record_stream": "record_stream",
     "type": "tensor_type",
     "get_device": "get_device",
+    "compile": "module_compile",
 }
 #: keyword -> runtime helper wrapping its value, in any call.
 REWRITTEN_KEYWORDS = {
