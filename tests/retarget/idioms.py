@@ -245,6 +245,14 @@ IDIOMS = [
     ("reset_peak_memory_stats", "import torch\nresult = torch.cuda.reset_peak_memory_stats()", "result = None"),
     ("memory_reserved", "import torch\nresult = torch.cuda.memory_reserved() >= 0", "result = True"),
     # training loggers read CUDA's allocator keys by name (fairseq/DeepSpeed-style retries, peaks)
+    # the memory-debugging workflow (pytorch.org/memory_viz): record, dump a snapshot, stop
+    ("memory_history_snapshot",
+     "import os, pickle, tempfile, torch\ntorch.cuda.memory._record_memory_history(max_entries=1000)\n"
+     "x = torch.ones(8, device='cuda') * 2\npath = os.path.join(tempfile.mkdtemp(), 'snapshot.pickle')\n"
+     "torch.cuda.memory._dump_snapshot(path)\ntorch.cuda.memory._record_memory_history(enabled=None)\n"
+     "with open(path, 'rb') as handle:\n    snapshot = pickle.load(handle)\n"
+     "result = (sorted(snapshot), isinstance(snapshot['segments'], list), isinstance(torch.cuda.memory_snapshot(), list))",
+     "result = (['device_traces', 'segments'], True, True)"),
     ("memory_stats_cuda_keys",
      "import torch\nx = torch.ones(256, device='cuda')\nstats = torch.cuda.memory_stats()\n"
      "result = (stats['num_alloc_retries'], stats['num_ooms'], stats['allocated_bytes.all.peak'] >= 0,\n"

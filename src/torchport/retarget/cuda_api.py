@@ -229,6 +229,51 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return max(total - used, 0), total
 
 
+# Allocator history (`torch.cuda.memory._record_memory_history` / `_snapshot` / `_dump_snapshot`, the
+# memory-debugging workflow of pytorch.org/memory_viz): the target's own where its device module
+# records one, else nothing is recorded and snapshots are empty, in CUDA's format, reported.
+def _target_memory_module():
+    retarget = _rt()
+    if not retarget.accelerator:
+        return None
+    memory = getattr(retarget.backend.device_module(), "memory", None)
+    return memory if hasattr(memory, "_record_memory_history") and hasattr(memory, "_snapshot") else None
+
+
+def _no_history(api: str) -> None:
+    retarget = _rt()
+    retarget.noop(api, f"the {retarget.backend.name} allocator records no history: memory snapshots are empty")
+
+
+def _record_memory_history(*args, **kwargs) -> None:
+    memory = _target_memory_module()
+    if memory is None:
+        _no_history("torch.cuda.memory._record_memory_history")
+        return None
+    _rt().redirected("torch.cuda.memory._record_memory_history")
+    return memory._record_memory_history(*args, **kwargs)
+
+
+def _snapshot(device=None, *args, **kwargs) -> dict:
+    memory = _target_memory_module()
+    if memory is None:
+        _no_history("torch.cuda.memory._snapshot")
+        return {"segments": [], "device_traces": [[]]}
+    _rt().redirected("torch.cuda.memory._snapshot")
+    return memory._snapshot(*args, **kwargs)
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    import pickle
+
+    with open(filename, "wb") as handle:
+        pickle.dump(_snapshot(), handle)
+
+
+def memory_snapshot(*args, **kwargs) -> list:
+    return _snapshot()["segments"]
+
+
 # -- random numbers --------------------------------------------------------------------------
 def manual_seed(seed: int) -> None:
     retarget = _rt()
@@ -664,7 +709,7 @@ def build_cuda_module() -> types.ModuleType:
         "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
-        "is_current_stream_capturing", "cudart",
+        "is_current_stream_capturing", "cudart", "memory_snapshot",
     ]
     namespace = globals()
     for name in names:
@@ -680,6 +725,14 @@ def build_cuda_module() -> types.ModuleType:
     for name, why in _NOOPS.items():
         setattr(module, name, _noop(name, why))
     module.profiler = _build_profiler()
+    # torch.cuda.memory holds what torch.cuda re-exports (memory_stats, ...): the same stand-ins
+    defined = vars(module)
+    replaced = {name: defined[name] for name, value in vars(_real_cuda.memory).items()
+                if not name.startswith("__") and vars(_real_cuda).get(name) is value
+                and defined.get(name, value) is not value}
+    module.memory = facade_module(_real_cuda.memory, {
+        **replaced, "_record_memory_history": _record_memory_history, "_snapshot": _snapshot,
+        "_dump_snapshot": _dump_snapshot})
     module.nvtx = _build_nvtx()
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
@@ -693,5 +746,5 @@ def build_cuda_module() -> types.ModuleType:
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
-                                if not name.startswith("__") and name not in ("amp", "nvtx", "profiler")})
+                                if not name.startswith("__") and name not in ("amp", "nvtx", "profiler", "memory")})
     return module

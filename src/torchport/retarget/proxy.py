@@ -302,6 +302,7 @@ class Facades:
             "torch.cuda.amp": self.cuda.amp,
             "torch.cuda.nvtx": self.cuda.nvtx,
             "torch.cuda.profiler": self.cuda.profiler,
+            "torch.cuda.memory": self.cuda.memory,
             "torch.amp": self.amp,
             "torch.distributed": self.distributed,
             "torch.backends": self.backends,
