@@ -274,6 +274,25 @@ IDIOMS = [
      "import torch\ntorch.cuda.cudart().cudaProfilerStart()\nx = torch.ones(2).cuda() * 2\n"
      "torch.cuda.cudart().cudaProfilerStop()\nresult = x.tolist()",
      "import torch\nresult = (torch.ones(2) * 2).tolist()"),
+    # attention restricted to the GPU's memory-efficient kernel (diffusion and LLM code)
+    ("sdpa_kernel_efficient_attention",
+     "import torch\nimport torch.nn.functional as F\nfrom torch.nn.attention import SDPBackend, sdpa_kernel\n"
+     "torch.manual_seed(0)\nq, k, v = (torch.randn(1, 2, 8, 16, device='cuda') for _ in range(3))\n"
+     "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):\n    out = F.scaled_dot_product_attention(q, k, v)\n"
+     "reference = ((q @ k.transpose(-2, -1)) / 4).softmax(-1) @ v\n"
+     "result = torch.allclose(out, reference, atol=1e-5)",
+     "import torch\nimport torch.nn.functional as F\nfrom torch.nn.attention import SDPBackend, sdpa_kernel\n"
+     "torch.manual_seed(0)\nq, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))\n"
+     "with sdpa_kernel(SDPBackend.MATH):\n    out = F.scaled_dot_product_attention(q, k, v)\n"
+     "reference = ((q @ k.transpose(-2, -1)) / 4).softmax(-1) @ v\n"
+     "result = torch.allclose(out, reference, atol=1e-5)"),
+    ("sdp_kernel_no_math_no_flash",
+     "import torch, warnings\nimport torch.nn.functional as F\nq = torch.ones(1, 1, 4, 8, device='cuda')\n"
+     "with warnings.catch_warnings():\n    warnings.simplefilter('ignore', FutureWarning)\n"
+     "    with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=False, enable_mem_efficient=True):\n"
+     "        out = F.scaled_dot_product_attention(q, q, q)\nresult = out.sum().item()",
+     "import torch\nimport torch.nn.functional as F\nq = torch.ones(1, 1, 4, 8)\n"
+     "result = F.scaled_dot_product_attention(q, q, q).sum().item()"),
     # the PyTorch profiler recipe: CPU and CUDA activities, sorted by CUDA time
     ("torch_profiler_cuda_activity",
      "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"

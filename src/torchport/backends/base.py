@@ -117,6 +117,9 @@ class Backend:
         "profiler_activity", "The torch.profiler.ProfilerActivity name of this device's kernels, or None when "
         "torch.profiler has no activity for it.", lambda value: value
     )
+    sdpa_backends = _capability(
+        "sdpa_backends", "The scaled_dot_product_attention kernels (SDPBackend names) this device has.", tuple
+    )
     compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
     @property

@@ -34,9 +34,12 @@ CAPABILITIES = (
 )
 #: Capability flags a profile may leave out, and what leaving one out means (a profile written before
 #: the flag existed keeps loading, and says the conservative thing).
-CAPABILITY_DEFAULTS = {"sync_batchnorm": False, "capturable_optimizers": False, "profiler_activity": None}
+CAPABILITY_DEFAULTS = {"sync_batchnorm": False, "capturable_optimizers": False, "profiler_activity": None,
+                       "sdpa_backends": ["MATH"]}
 #: What `profiler_activity` may name: a `torch.profiler.ProfilerActivity` of a device, or null (none).
 PROFILER_ACTIVITIES = ("CUDA", "XPU", "MTIA", "HPU", "PrivateUse1")
+#: What `sdpa_backends` may list: `torch.nn.attention.SDPBackend` names (MATH runs everywhere).
+SDPA_BACKENDS = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "OVERRIDEABLE")
 
 PROFILE_SCHEMA: dict = {
     "type": "object",
@@ -72,6 +75,7 @@ PROFILE_SCHEMA: dict = {
                 **{name: {"type": "boolean"} for name, default in CAPABILITY_DEFAULTS.items()
                    if isinstance(default, bool)},
                 "profiler_activity": {"enum": [*PROFILER_ACTIVITIES, None]},
+                "sdpa_backends": {"type": "array", "items": {"enum": list(SDPA_BACKENDS)}, "minItems": 1},
                 "compiler": {"type": "string"},
                 "sources": {"type": "object", "additionalProperties": {"type": "string"}},
             },

@@ -4,6 +4,7 @@ cudnn.deterministic -> torch.use_deterministic_algorithms(True, warn_only=True)
 cudnn.benchmark, cudnn.enabled -> kept on CUDA, recorded as no-ops elsewhere
 cuda.matmul.allow_tf32 / cudnn.allow_tf32 -> kept on CUDA; elsewhere a no-op (TF32 is an NVIDIA
     format; mapping it to another reduced-precision matmul would change results unasked)
+cuda.sdp_kernel -> the attention kernels the target has (attention.py)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import types
 
 import torch
 
-from torchport.retarget import state
+from torchport.retarget import attention, state
 
 __all__ = ["FlagNamespace", "build_backends_module"]
 
@@ -60,5 +61,6 @@ def build_backends_module(real_backends) -> types.ModuleType:
     cuda_flags = types.ModuleType("torch.backends.cuda")
     cuda_flags.__dict__.update(real_backends.cuda.__dict__)
     cuda_flags.matmul = FlagNamespace(real_backends.cuda.matmul, "torch.backends.cuda.matmul", _set_cuda_flag)
+    cuda_flags.sdp_kernel = attention.sdp_kernel
     module.cuda = cuda_flags
     return module

@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, backend_flags, compiler, cuda_api, data_parallel, distributed, runtime,
+from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed, runtime,
                                 state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
@@ -269,8 +269,10 @@ class Facades:
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng, "manual_seed": _manual_seed})
+        self.attention = _facade_module(torch.nn.attention, {"sdpa_kernel": attention.sdpa_kernel})
         self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
-                                            "DataParallel": data_parallel.DataParallel})
+                                            "DataParallel": data_parallel.DataParallel,
+                                            "attention": self.attention})
         self.torch = _facade_module(
             torch,
             {
@@ -310,6 +312,7 @@ class Facades:
             "torch.backends.cuda": self.backends.cuda,
             "torch.random": self.random,
             "torch.nn": self.nn,
+            "torch.nn.attention": self.attention,
         }
 
 
