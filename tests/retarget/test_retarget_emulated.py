@@ -244,3 +244,34 @@ def test_torch_compile_in_the_application_runs_on_the_emulated_device(program, t
     assert "Graph break" not in result.stderr and "Dynamo does not know" not in result.stderr
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
     assert "'aot_eager'" in decisions["torch.compile"] and "mode='reduce-overhead' dropped" in decisions["torch.compile"]
+
+
+def test_a_device_tensor_sent_to_another_process_fails_with_the_way_out(program):
+    # Hogwild on a GPU hands the model to mp.Process through CUDA IPC; the emulated device cannot
+    # share its memory: one clear error instead of PyTorch's "_share_fd_: only available on CPU"
+    source = """
+    import torch
+    import torch.multiprocessing as mp
+
+    def train(model):
+        pass
+
+    if __name__ == "__main__":
+        mp.set_start_method("spawn", force=True)
+        model = torch.nn.Linear(2, 2).cuda()
+        model.share_memory()
+        process = mp.Process(target=train, args=(model,))
+        try:
+            process.start()
+            process.join()
+        except RuntimeError as error:
+            print("error=" + str(error))
+        host = mp.Process(target=train, args=(torch.nn.Linear(2, 2),))
+        host.start(); host.join()
+        print("host_exit=" + str(host.exitcode))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = result.values()
+    assert "cannot be sent to another process" in values["error"] and "tensor.cpu()" in values["error"]
+    assert values["host_exit"] == "0"

@@ -32,7 +32,7 @@ def register() -> None:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         from torchport.emulated import (autocast, device_module, dispatch, distributed, kernels, nested, serialization,
-                                        storage)
+                                        sharing, storage)
 
         _setup_privateuseone_for_python_backend(
             DEVICE_TYPE, device_module.DEVICE_MODULE, device_module.Hooks(), device_module.Guard()
@@ -48,6 +48,7 @@ def register() -> None:
         kernels.install()
         autocast.install()
         serialization.install()
+        sharing.install()
         distributed.install()
         storage.install_storage_constructor()
         state.registered = True

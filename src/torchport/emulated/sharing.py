@@ -1,0 +1,51 @@
+"""Sending emulated device tensors to another process (multiprocessing queues, pipes, Process args).
+
+CUDA shares device memory between processes through CUDA IPC, so a model on the GPU handed to
+`mp.Process` (Hogwild training) or a tensor put on an `mp.Queue` arrives as the same memory. The
+emulated device's memory cannot be shared with another process; PyTorch's sharing code would fail
+deep inside with "_share_fd_: only available on CPU". Here the send fails with what happened and the
+way out instead. Host tensors are shared by PyTorch as before.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.multiprocessing import reductions
+
+from torchport.emulated.state import DEVICE_TYPE, state
+from torchport.errors import EmulatedDeviceError
+
+__all__ = ["install"]
+
+
+def _refuse(what: str):
+    target = state.profile.name if state.profile is not None else "the target"
+    raise EmulatedDeviceError(
+        f"A {what} on the emulated device ({target}) cannot be sent to another process: the emulated device "
+        "cannot share its memory across processes (CUDA shares device tensors through CUDA IPC). Send "
+        "tensor.cpu() (or the model's state_dict on the CPU) and move it to the device in the receiving process."
+    )
+
+
+def _reduce_tensor(tensor):
+    if tensor.device.type == DEVICE_TYPE:
+        _refuse("tensor")
+    return reductions.reduce_tensor(tensor)
+
+
+def _reduce_storage(storage):
+    if storage.device.type == DEVICE_TYPE:
+        _refuse("storage")
+    return reductions.reduce_storage(storage)
+
+
+def install() -> None:
+    """Register the checks in place of PyTorch's reducers (registered when torch.multiprocessing was
+    imported, above); they run in the sending process."""
+    from multiprocessing.reduction import ForkingPickler
+
+    for cls in torch._tensor_classes:
+        ForkingPickler.register(cls, _reduce_tensor)
+    ForkingPickler.register(torch.Tensor, _reduce_tensor)
+    ForkingPickler.register(torch.nn.parameter.Parameter, _reduce_tensor)
+    ForkingPickler.register(torch.UntypedStorage, _reduce_storage)
