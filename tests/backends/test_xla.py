@@ -64,7 +64,7 @@ def test_torch_compile_in_the_application_compiles_with_openxla(tmp_path):
     assert "'openxla'" in decisions["torch.compile"]
 
 
-def test_torch_manual_seed_repeats_the_devices_draws_on_xla(tmp_path):
+def test_torch_manual_seed_and_rng_states_repeat_the_devices_draws_on_xla(tmp_path):
     # torch.manual_seed does not reach torch_xla's generator; on a GPU machine it seeds the device too
     program = tmp_path / "seeded.py"
     program.write_text(
@@ -74,10 +74,14 @@ def test_torch_manual_seed_repeats_the_devices_draws_on_xla(tmp_path):
         "torch.random.manual_seed(2); c = torch.randn(3, device='cuda')\n"
         "torch.random.manual_seed(2); d = torch.randn(3, device='cuda')\n"
         "print(torch.equal(a.cpu(), b.cpu()), torch.equal(c.cpu(), d.cpu()), a.device.type)\n"
+        # Megatron's RNG tracker: a state restored through default_generators[current_device()]
+        "state = torch.cuda.get_rng_state(); e = torch.randn(3, device='cuda')\n"
+        "torch.cuda.default_generators[torch.cuda.current_device()].set_state(state)\n"
+        "print(torch.equal(e.cpu(), torch.randn(3, device='cuda').cpu()))\n"
     )
     completed = subprocess.run(
         [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", str(program)],
         env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=900,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert completed.stdout.split() == ["True", "True", "xla"]
+    assert completed.stdout.split() == ["True", "True", "xla", "True"]

@@ -293,6 +293,20 @@ IDIOMS = [
      "        out = F.scaled_dot_product_attention(q, q, q)\nresult = out.sum().item()",
      "import torch\nimport torch.nn.functional as F\nq = torch.ones(1, 1, 4, 8)\n"
      "result = F.scaled_dot_product_attention(q, q, q).sum().item()"),
+    # Megatron-LM's CUDA RNG tracker restores a state through _lazy_call and default_generators
+    ("megatron_lazy_call_rng_state",
+     "import torch\nfrom torch.cuda import _lazy_call\ndef set_state(new_state):\n"
+     "    def cb():\n        torch.cuda.default_generators[torch.cuda.current_device()].set_state(new_state)\n"
+     "    _lazy_call(cb)\ntorch.cuda.manual_seed(3)\nstate = torch.cuda.get_rng_state()\n"
+     "a = torch.rand(4, device='cuda')\nset_state(state)\nb = torch.rand(4, device='cuda')\n"
+     "result = (torch.equal(a, b), len(torch.cuda.default_generators))",
+     "import torch\ntorch.manual_seed(3)\nstate = torch.get_rng_state()\na = torch.rand(4)\n"
+     "torch.default_generator.set_state(state)\nb = torch.rand(4)\nresult = (torch.equal(a, b), 1)"),
+    ("cudnn_deterministic_reads_back",
+     "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False\n"
+     "result = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)\n"
+     "torch.backends.cudnn.deterministic = False\ntorch.use_deterministic_algorithms(False)",
+     "result = (True, False)"),
     # the PyTorch profiler recipe: CPU and CUDA activities, sorted by CUDA time
     ("torch_profiler_cuda_activity",
      "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"

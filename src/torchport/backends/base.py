@@ -237,6 +237,12 @@ class Backend:
         except Exception:
             return 0
 
+    def current_index(self) -> int:
+        """The index of the current device of this backend."""
+        import torch
+
+        return torch.accelerator.current_device_index()
+
     def compile_backend(self) -> str:
         """The torch.compile backend an application's `torch.compile(model)` runs with here: the
         profile's compiler."""

@@ -41,7 +41,23 @@ class XLABackend(Backend):
         def get_device_name(index: int = 0) -> str:
             return f"XLA:{xm.xla_device_hw(self.device(index))}"
 
+        class Generator:
+            """torch_xla's one generator per process, with torch.Generator's state methods (torch has
+            no generator object for XLA): `torch.cuda.default_generators[i]`."""
+
+            device = property(lambda generator: self.device(None))
+            get_state = staticmethod(xm.get_rng_state)
+            initial_seed = staticmethod(xm.get_rng_state)
+
+            def set_state(self, new_state) -> None:
+                xm.set_rng_state(int(new_state))
+
+            def manual_seed(self, seed):
+                xm.set_rng_state(int(seed))
+                return self
+
         return types.SimpleNamespace(
+            default_generators=(Generator(),),
             manual_seed=xm.set_rng_state,
             manual_seed_all=xm.set_rng_state,
             seed=lambda: None,
@@ -58,6 +74,10 @@ class XLABackend(Backend):
         import torch_xla.core.xla_model as xm
 
         return xm.xla_device() if index is None else xm.xla_device(index)
+
+    def current_index(self) -> int:
+        """torch_xla's current device (torch.accelerator answers for CUDA in a CUDA build of torch)."""
+        return self.device().index or 0
 
     def on_activate(self) -> list[str]:
         """Lazy tensors build one graph until a step boundary: cut it after every optimizer step,

@@ -89,6 +89,10 @@ class DeviceModule:
     def initial_seed(self) -> int:
         return torch.initial_seed()
 
+    @property
+    def default_generators(self) -> tuple:
+        return (torch.default_generator,)
+
     def get_rng_state(self, device=None):
         return torch.get_rng_state()
 

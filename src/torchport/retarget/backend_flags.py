@@ -38,11 +38,11 @@ def _set_cudnn(real, api: str, name: str, value) -> None:
     if retarget.type == "cuda":
         setattr(real, name, value)
         return
+    setattr(real, name, value)  # harmless off CUDA; reads give back what was set, as on a GPU machine
     if name == "deterministic":
         retarget.redirected(api)
         torch.use_deterministic_algorithms(bool(value), warn_only=True)
         return
-    setattr(real, name, value)  # harmless off CUDA; keeps reads consistent
     retarget.noop(api, f"cuDNN does not run on {retarget.backend.name}")
 
 

@@ -52,7 +52,7 @@ def current_device() -> int:
         return retarget.current_ordinal
     if not retarget.accelerator:
         return 0
-    index = torch.accelerator.current_device_index()
+    index = retarget.backend.current_index()
     return visible.index(index) if index in visible else 0
 
 
@@ -334,6 +334,22 @@ def set_rng_state(new_state, device="cuda") -> None:
         _rt().backend.device_module().set_rng_state(new_state)
     else:
         torch.set_rng_state(new_state)
+
+
+def _default_generators() -> tuple:
+    """`torch.cuda.default_generators`: the generators the target's draws come from (the host's on
+    the CPU; one per device where the device module has them; none where torch has no generator
+    object for the device, as torch_xla)."""
+    retarget = _rt()
+    if not retarget.accelerator:
+        return (torch.default_generator,)
+    return tuple(getattr(retarget.backend.device_module(), "default_generators", ()) or ())
+
+
+def _lazy_call(callable, **kwargs) -> None:
+    """`torch.cuda._lazy_call`: CUDA here is always initialised (`is_initialized()`), and CUDA runs a
+    lazy call at once once it is (Megatron's RNG tracker sets generator states through it)."""
+    callable()
 
 
 def get_rng_state_all():
@@ -684,6 +700,8 @@ class _CudaModule(types.ModuleType):
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
+        if name == "default_generators":  # read each time: it follows the target's devices
+            return _default_generators()
         value = getattr(_real_cuda, name)
         if isinstance(value, types.ModuleType):  # torch.cuda.random, torch.cuda.memory, ...
             from torchport.retarget import runtime
@@ -709,7 +727,7 @@ def build_cuda_module() -> types.ModuleType:
         "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
-        "is_current_stream_capturing", "cudart", "memory_snapshot",
+        "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call",
     ]
     namespace = globals()
     for name in names:
