@@ -118,6 +118,18 @@ def test_emulated_target_is_given_to_accelerate_by_device_and_lightning_says_it_
     assert "no accelerator of its own for neuron-emulated" in decisions["device of PyTorch Lightning"]
 
 
+def test_transformers_hub_kernels_are_off_on_an_emulated_target_only(imported):
+    # the kernels package refuses device types it does not know ("Unsupported device type 'emulated'")
+    imported("transformers")
+    retarget, environ = _retarget("neuron-emulated"), {}
+    frameworks.steer(retarget, environ, installed=_installed_only("transformers", "kernels"))
+    assert environ == {"USE_HUB_KERNELS": "NO"}
+    assert "USE_HUB_KERNELS=NO" in _decisions(retarget.recorder.to_dict())["device of transformers hub kernels"]
+    environ = {}
+    frameworks.steer(_retarget("cpu"), environ, installed=_installed_only("transformers", "kernels"))
+    assert environ == {}
+
+
 def test_a_setting_the_user_made_is_kept_and_named(imported):
     imported("accelerate")
     retarget, environ = _retarget("cpu"), {"ACCELERATE_USE_CPU": "false"}

@@ -11,7 +11,8 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   `TrainingArguments`); where Accelerate knows the target itself (the profile names it, e.g. `xla`,
   `neuron`, `mps`) its own detection runs unchanged, including its distributed setup; a target it
   does not know (the emulated device) is given with `ACCELERATE_TORCH_DEVICE`, which both libraries
-  read. A setting the user made is kept. `Accelerator(mixed_precision="fp16")` (or the
+  read. A setting the user made is kept. On an emulated target the transformers hub kernels (the
+  `kernels` package, which refuses device types it does not know) are off: `USE_HUB_KERNELS=NO`. `Accelerator(mixed_precision="fp16")` (or the
   `ACCELERATE_MIXED_PRECISION` that `accelerate launch --mixed_precision fp16` sets) follows the
   precision policy where the application calls it (`accelerator_keywords`): what `--precision` makes
   of CUDA's fp16 autocast, with Accelerate's GradScaler off where the target has no GradScaler kernels.
@@ -73,10 +74,16 @@ def steer(retarget, environ=None, installed=package_installed) -> list[str]:
     restore(environ)  # settings of an earlier activation in this process are not the user's
     lightning = any(installed(package) for package in _LIGHTNING_PACKAGES)
     accelerate = installed("accelerate")
-    if not (lightning or accelerate):
+    hub_kernels = installed("kernels") and installed("transformers")
+    if not (lightning or accelerate or hub_kernels):
         return []  # nothing to steer: the profile is not read
     names = framework_names(retarget.backend)
     notes = []
+    if hub_kernels and _is_emulated(retarget.backend):
+        setting = _set(environ, "USE_HUB_KERNELS", "NO")
+        notes.append(("transformers hub kernels", ("transformers",),
+                      f"off ({setting}): the kernels package has no kernels for the emulated device; "
+                      "transformers runs its own PyTorch layers"))
     if accelerate:
         notes.append(("Accelerate / transformers Trainer", ("accelerate",), _steer_accelerate(retarget, names, environ)))
     if lightning:
@@ -113,6 +120,12 @@ def _set(environ, variable: str, value: str) -> str:
         _SET.append((environ, variable, value))
     environ[variable] = value
     return f"{variable}={value}"
+
+
+def _is_emulated(backend) -> bool:
+    from torchport.backends.emulated import EmulatedBackend
+
+    return isinstance(backend, EmulatedBackend)
 
 
 def _steer_accelerate(retarget, names: dict, environ) -> str:
