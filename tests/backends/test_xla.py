@@ -46,17 +46,22 @@ def test_cuda_written_training_runs_on_xla_and_tracks_the_cpu_run(tmp_path):
         assert abs(xla_loss - cpu_loss) <= 2e-3 * max(1.0, abs(cpu_loss)), (on_xla["losses"], on_cpu["losses"])
 
 
+def _run_on_xla(program, *options) -> subprocess.CompletedProcess:
+    """`torchport run --device xla [options] program` in the xla environment; it must succeed."""
+    completed = subprocess.run(
+        [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", *options, str(program)],
+        env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
+
+
 def test_torch_compile_in_the_application_compiles_with_openxla(tmp_path):
     # inductor cannot compile XLA tensors ("KeyError: 'xla'"): the application's torch.compile, in
     # every form, compiles with the profile's compiler (openxla), inductor's mode= dropped, reported
-    program = os.path.join(ROOT, "tests", "retarget", "compiled_training.py")
     report = tmp_path / "report.json"
-    completed = subprocess.run(
-        [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", "--precision", "keep", "--report", str(report),
-         program], env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"},
-        capture_output=True, text=True, timeout=900,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    completed = _run_on_xla(os.path.join(ROOT, "tests", "retarget", "compiled_training.py"),
+                            "--precision", "keep", "--report", str(report))
     values = json.loads(completed.stdout.strip().splitlines()[-1])
     assert values["device"] == values["head"] == "xla" and values["scale"] is True
     assert abs(values["losses"]["compiled"] - values["losses"]["eager"]) <= 1e-4, values
@@ -79,9 +84,20 @@ def test_torch_manual_seed_and_rng_states_repeat_the_devices_draws_on_xla(tmp_pa
         "torch.cuda.default_generators[torch.cuda.current_device()].set_state(state)\n"
         "print(torch.equal(e.cpu(), torch.randn(3, device='cuda').cpu()))\n"
     )
-    completed = subprocess.run(
-        [XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", str(program)],
-        env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=900,
+    assert _run_on_xla(program).stdout.split() == ["True", "True", "xla", "True"]
+
+
+def test_local_rank_device_streams_and_device_contexts_run_on_xla(tmp_path):
+    # set_device(local_rank), streams and device contexts reached CUDA's lazy init in torch_xla's
+    # CUDA build of torch ("Found no NVIDIA driver", "CUDA driver version is insufficient")
+    program = tmp_path / "local_rank.py"
+    program.write_text(
+        "import torch\n"
+        "torch.cuda.set_device(0)\n"
+        "s = torch.cuda.Stream()\n"
+        "with torch.cuda.stream(s):\n    y = torch.ones(3, device='cuda') * 2\n"
+        "torch.cuda.current_stream().wait_stream(s)\n"
+        "with torch.cuda.device(0):\n    z = torch.zeros(2).cuda()\n"
+        "print(isinstance(s, torch.cuda.Stream), y.sum().item(), z.device.type, torch.cuda.current_device())\n"
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert completed.stdout.split() == ["True", "True", "xla", "True"]
+    assert _run_on_xla(program).stdout.split() == ["True", "6.0", "xla", "0"]

@@ -307,6 +307,12 @@ IDIOMS = [
      "result = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)\n"
      "torch.backends.cudnn.deterministic = False\ntorch.use_deterministic_algorithms(False)",
      "result = (True, False)"),
+    # resuming on another rank's device: a dict map_location that does not list every saved device
+    ("load_map_location_dict_partial",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save({'w': torch.ones(2, device='cuda')}, buffer)\n"
+     "buffer.seek(0)\nw = torch.load(buffer, map_location={'cuda:1': 'cuda:0'})['w']\n"
+     "result = (w.is_cuda, w.sum().item())",
+     "result = (True, 2.0)"),
     # the PyTorch profiler recipe: CPU and CUDA activities, sorted by CUDA time
     ("torch_profiler_cuda_activity",
      "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"

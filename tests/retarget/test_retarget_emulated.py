@@ -275,3 +275,18 @@ def test_a_device_tensor_sent_to_another_process_fails_with_the_way_out(program)
     values = result.values()
     assert "cannot be sent to another process" in values["error"] and "tensor.cpu()" in values["error"]
     assert values["host_exit"] == "0"
+
+
+def test_a_dict_map_location_leaves_unlisted_cuda_devices_on_the_target(program):
+    # torch restores a location the dict does not list where it was saved ('cuda:0' on a GPU machine)
+    source = """
+    import io, torch
+    buffer = io.BytesIO()
+    torch.save({"w": torch.ones(2, device="cuda")}, buffer)
+    buffer.seek(0)
+    w = torch.load(buffer, map_location={"cuda:1": "cuda:0"})["w"]
+    print("loaded=" + w.device.type + "," + str(w.is_cuda) + "," + str(w.sum().item()))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"loaded": "emulated,True,2.0"}

@@ -94,7 +94,8 @@ def test_runtime_maps_only_what_means_cuda():
         assert runtime.to(site, torch.ones(2), torch.float16).dtype == torch.float16
         assert runtime.map_device(torch.ones(2), site).shape == (2,)  # `x.to(other)` passes through
         mapped = runtime.map_location(site, {"cuda:0": "cuda:1"})
-        assert mapped == {"cuda:0": "cpu"}
+        for saved_on in ("cuda:0", "cuda:3", "cpu"):  # listed, unlisted (restored where saved), host
+            assert mapped(torch.UntypedStorage(4), saved_on).device.type == "cpu"
     finally:
         runtime.bind(None)
 

@@ -243,6 +243,12 @@ class Backend:
 
         return torch.accelerator.current_device_index()
 
+    def set_current_index(self, index: int) -> None:
+        """Make device `index` of this backend the current one."""
+        import torch
+
+        torch.accelerator.set_device_index(index)
+
     def compile_backend(self) -> str:
         """The torch.compile backend an application's `torch.compile(model)` runs with here: the
         profile's compiler."""

@@ -79,6 +79,10 @@ class XLABackend(Backend):
         """torch_xla's current device (torch.accelerator answers for CUDA in a CUDA build of torch)."""
         return self.device().index or 0
 
+    def set_current_index(self, index: int) -> None:
+        """One XLA device per process (PJRT): the process's device is the current one; another index is
+        what xla_device(index) places on."""
+
     def on_activate(self) -> list[str]:
         """Lazy tensors build one graph until a step boundary: cut it after every optimizer step,
         as torch_xla's own GPU->XLA guide asks users to do by hand with xm.mark_step()."""

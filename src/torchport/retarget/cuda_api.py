@@ -67,7 +67,18 @@ def set_device(device) -> None:
     retarget.redirected("torch.cuda.set_device")
     index = device if isinstance(device, int) else torch.device(retarget.map_string(str(device))).index
     if index is not None:
-        torch.accelerator.set_device_index(retarget.index(index))
+        retarget.backend.set_current_index(retarget.index(index))
+
+
+@contextlib.contextmanager
+def _current_index(backend, index: int):
+    """Device `index` of `backend` current inside the block, the previous one after it."""
+    previous = backend.current_index()
+    backend.set_current_index(index)
+    try:
+        yield
+    finally:
+        backend.set_current_index(previous)
 
 
 class device:  # noqa: N801 - mirrors torch.cuda.device
@@ -83,7 +94,7 @@ class device:  # noqa: N801 - mirrors torch.cuda.device
             index = self.device_index
             if not isinstance(index, int):
                 index = torch.device(retarget.map_string(str(index))).index or 0
-            self._context = torch.accelerator.device_index(retarget.index(index))
+            self._context = _current_index(retarget.backend, retarget.index(index))
         return self._context.__enter__()
 
     def __exit__(self, *exc_info):
@@ -430,7 +441,12 @@ class Event(_real_cuda.Event, metaclass=StandIn, genuine=_real_cuda.Event):
         return (end_event._time - self._time) * 1000.0
 
 
-class Stream(_real_cuda.Stream, metaclass=StandIn, genuine=_real_cuda.Stream):
+# A CUDA build of torch without a GPU (torch_xla's environment) cannot allocate even an unused
+# torch.cuda.Stream: there the stand-in is a plain class (isinstance still holds, see StandIn).
+_STREAM_BASES = (_real_cuda.Stream,) if torch.version.cuda is None or _real_cuda.is_available() else ()
+
+
+class Stream(*_STREAM_BASES, metaclass=StandIn, genuine=_real_cuda.Stream):
     """`torch.cuda.Stream`: torch.Stream on accelerators; on the CPU work is already in order."""
 
     def __new__(cls, *args, **kwargs):

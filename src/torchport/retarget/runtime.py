@@ -362,7 +362,17 @@ def map_location(site: int, value):
     if value_type in (str, int, _device_type):
         return map_device(value, site)
     if isinstance(value, dict):
-        return {key: map_device(item, site) for key, item in value.items()}
+        # torch restores a location the dict does not list where it was saved: on a GPU machine
+        # 'cuda:0' stays 'cuda:0', so here it is mapped too (`{'cuda:1': 'cuda:0'}`, a GPU checkpoint)
+        table = {key: map_device(item, site) for key, item in value.items()}
+
+        def from_table(storage, location: str):
+            target = table.get(location, location)
+            if isinstance(target, str) and target.startswith("cuda"):
+                target = map_device(target, site)
+            return torch.serialization.default_restore_location(storage, str(target))
+
+        return from_table
     if callable(value):
         inner = value
 

@@ -33,7 +33,8 @@ class StandIn(type):
 
     def __instancecheck__(cls, instance) -> bool:
         if cls.__dict__.get("_torchport_standin") is cls:
-            return isinstance(instance, cls._torchport_genuine)
+            # the stand-in's own instances too, for a stand-in that cannot subclass its genuine class
+            return isinstance(instance, cls._torchport_genuine) or type.__instancecheck__(cls, instance)
         return type.__instancecheck__(cls, instance)
 
     def __subclasscheck__(cls, subclass) -> bool:

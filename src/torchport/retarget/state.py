@@ -74,9 +74,7 @@ class Retarget:
                 self.decide("CUDA_VISIBLE_DEVICES", f"{setting!r}: {why} ({self.backend.name} has {count} "
                                                     f"device{'s' if count != 1 else ''})", kind="device")
             if self.accelerator and visible and visible[0] != 0:  # CUDA's device 0 is the first one listed
-                import torch
-
-                torch.accelerator.set_device_index(visible[0])
+                self.backend.set_current_index(visible[0])
             self._visible = visible
         return self._visible
 
