@@ -214,3 +214,25 @@ def install_storage_constructor() -> None:
         return torch.tensor(list(source), dtype=torch.uint8, device=device).untyped_storage()
 
     torch.UntypedStorage.__new__ = new
+    install_storage_resize()
+
+
+def install_storage_resize() -> None:
+    """`storage.resize_(n)` of a device storage (FSDP frees and regrows its flat parameters so) needs
+    the device's C++ allocator, which a Python backend cannot register: PyTorch stops with an
+    internal message about hooks. Here it stops with what is not emulated and the way out."""
+    base_resize = torch.UntypedStorage.resize_
+
+    def resize_(self, size):
+        if self.device.type == DEVICE_TYPE:
+            from torchport.emulated.errors import NotEmulatedError
+
+            raise NotEmulatedError(
+                "Resizing a storage on the emulated device (storage.resize_, which FullyShardedDataParallel "
+                "uses to free and regrow its flat parameters) is not emulated yet; the real target may run it. "
+                "Rehearse FSDP with --device cpu, or use DistributedDataParallel on the emulated device.",
+                op="UntypedStorage.resize_",
+            )
+        return base_resize(self, size)
+
+    torch.UntypedStorage.resize_ = resize_

@@ -98,6 +98,12 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
         __reduce_ex__ = reduce_as_genuine
 
 
+def unscaled_fp16(target: str) -> str:
+    """What running fp16 without a GradScaler means, said wherever torchport turns one off."""
+    return (f"{target} has no GradScaler kernels, so fp16 gradients are not scaled and a step with inf/NaN "
+            "gradients is not skipped as on CUDA (--precision auto runs bf16, which needs no scaler)")
+
+
 def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
     """The device and `enabled` of a GradScaler made for `device`: on only where it does work."""
     retarget = state.current()
@@ -115,7 +121,7 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
             retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
         elif not retarget.backend.supports_grad_scaler:
             enabled = False
-            retarget.decide("GradScaler", f"disabled: {retarget.backend.name} has no GradScaler kernels")
+            retarget.decide("GradScaler", f"disabled: {unscaled_fp16(retarget.backend.name)}")
         else:
             retarget.decide("GradScaler", f"kept on {device}")
     return device, enabled

@@ -296,7 +296,7 @@ def accelerator_keywords(kwargs: dict, site: int) -> None:
             kwargs["kwargs_handlers"] = [*handlers, GradScalerKwargs(enabled=False)]
             runtime.HITS[site] += 1
         retarget.decide(topic, f"fp16 kept on {retarget.backend.name}, Accelerate's GradScaler disabled: "
-                               f"{retarget.backend.name} has no GradScaler kernels")
+                               f"{amp.unscaled_fp16(retarget.backend.name)}")
     else:
         retarget.decide(topic, f"kept on {retarget.backend.name}")
 
