@@ -265,7 +265,7 @@ def _record_memory_history(*args, **kwargs) -> None:
     return memory._record_memory_history(*args, **kwargs)
 
 
-def _snapshot(device=None, *args, **kwargs) -> dict:
+def _snapshot(*args, **kwargs) -> dict:
     memory = _target_memory_module()
     if memory is None:
         _no_history("torch.cuda.memory._snapshot")

@@ -12,10 +12,11 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   `neuron`, `mps`) its own detection runs unchanged, including its distributed setup; a target it
   does not know (the emulated device) is given with `ACCELERATE_TORCH_DEVICE`, which both libraries
   read. A setting the user made is kept. On an emulated target the transformers hub kernels (the
-  `kernels` package, which refuses device types it does not know) are off: `USE_HUB_KERNELS=NO`. `Accelerator(mixed_precision="fp16")` (or the
-  `ACCELERATE_MIXED_PRECISION` that `accelerate launch --mixed_precision fp16` sets) follows the
-  precision policy where the application calls it (`accelerator_keywords`): what `--precision` makes
-  of CUDA's fp16 autocast, with Accelerate's GradScaler off where the target has no GradScaler kernels.
+  `kernels` package, which refuses device types it does not know) are off: `USE_HUB_KERNELS=NO`.
+  `Accelerator(mixed_precision="fp16")` (or the `ACCELERATE_MIXED_PRECISION` that `accelerate launch
+  --mixed_precision fp16` sets) follows the precision policy where the application calls it
+  (`accelerator_keywords`): what `--precision` makes of CUDA's fp16 autocast, with Accelerate's
+  GradScaler off where the target has no GradScaler kernels.
 - Lightning: `PL_TRAINER_ACCELERATOR` (Lightning's documented environment default for the
   `Trainer(accelerator=...)` argument) is the target's Lightning name, so `Trainer()` with the default
   `accelerator="auto"` runs there; an explicit `accelerator="gpu"` / `"cuda"` written in the application
@@ -54,9 +55,7 @@ def framework_names(backend) -> dict[str, str]:
     An emulated target has none: the libraries know the real device, not torchport's ``emulated``
     device, so it is reached through the generic settings.
     """
-    from torchport.backends.emulated import EmulatedBackend
-
-    if isinstance(backend, EmulatedBackend):
+    if _is_emulated(backend):
         return {}
     try:
         facts = backend.profile().data.get("frameworks") or {}
@@ -226,7 +225,6 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     """
     import torch
 
-    from torchport.backends.emulated import EmulatedBackend
     from torchport.retarget import amp, runtime, state
 
     retarget = state.current()
@@ -235,7 +233,7 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         effective = amp.effective_dtype(torch.bfloat16 if requested == "bf16" else torch.float16)
         wanted = {torch.bfloat16: "bf16", torch.float16: "fp16", None: None}.get(effective, requested)
         topic = f"transformers TrainingArguments {requested}=True"
-        if wanted == "bf16" and requested != "bf16" and isinstance(retarget.backend, EmulatedBackend):
+        if wanted == "bf16" and requested != "bf16" and _is_emulated(retarget.backend):
             retarget.decide(topic, f"kept fp16: transformers cannot tell that {retarget.backend.name} "
                                    "supports bf16 (it checks the devices it knows)")
         elif wanted != requested:
