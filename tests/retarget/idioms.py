@@ -313,6 +313,12 @@ IDIOMS = [
      "buffer.seek(0)\nw = torch.load(buffer, map_location={'cuda:1': 'cuda:0'})['w']\n"
      "result = (w.is_cuda, w.sum().item())",
      "result = (True, 2.0)"),
+    # pygcn: a sparse adjacency matrix moved to the GPU
+    ("sparse_tensor_type_string",
+     "import torch\nadj = torch.sparse_coo_tensor([[0, 1], [1, 0]], [1.0, 2.0], (2, 2)).cuda()\n"
+     "result = (adj.type(), torch.sparse.mm(adj, torch.ones(2, 1, device='cuda')).sum().item())",
+     "import torch\nadj = torch.sparse_coo_tensor([[0, 1], [1, 0]], [1.0, 2.0], (2, 2))\n"
+     "result = ('torch.cuda.sparse.FloatTensor', torch.sparse.mm(adj, torch.ones(2, 1)).sum().item())"),
     # the PyTorch profiler recipe: CPU and CUDA activities, sorted by CUDA time
     ("torch_profiler_cuda_activity",
      "import torch, warnings\nfrom torch.profiler import profile, ProfilerActivity\n"

@@ -310,7 +310,7 @@ def tensor_type(site: int, obj, *args, **kwargs):
         if obj.device.type != _rt.type or _rt.type == "cuda":
             return name
         HITS[site] += 1
-        return "torch.cuda." + name.rsplit(".", 1)[-1]
+        return ("torch.cuda.sparse." if obj.is_sparse else "torch.cuda.") + name.rsplit(".", 1)[-1]
     wanted = args[0] if args else kwargs["dtype"]
     if not isinstance(wanted, str):
         wanted = f"torch.cuda.{wanted.__name__}" if getattr(wanted, "__module__", None) == "torch.cuda" else None
