@@ -82,6 +82,7 @@ def test_torch_manual_seed_and_rng_states_repeat_the_devices_draws_on_xla(tmp_pa
         # Megatron's RNG tracker: a state restored through default_generators[current_device()]
         "state = torch.cuda.get_rng_state(); e = torch.randn(3, device='cuda')\n"
         "torch.cuda.default_generators[torch.cuda.current_device()].set_state(state)\n"
+        "assert torch.cuda.default_generators[0] is torch.cuda.default_generators[0]\n"
         "print(torch.equal(e.cpu(), torch.randn(3, device='cuda').cpu()))\n"
     )
     assert _run_on_xla(program).stdout.split() == ["True", "True", "xla", "True"]

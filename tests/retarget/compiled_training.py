@@ -1,5 +1,6 @@
 """A CUDA-written program compiling its model four ways (torch.compile with inductor's mode=, a
-decorated function, Module.compile), trained beside an eager copy: prints one JSON line."""
+decorated function, Module.compile), trained beside an eager copy: prints one JSON line. Not a test
+itself: test_retarget_emulated.py and tests/backends/test_xla.py run it and check what it prints."""
 import json, torch
 device = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -30,7 +30,14 @@ class XLABackend(Backend):
         return Probe(True, f"torch_xla installed, PJRT_DEVICE={os.environ.get('PJRT_DEVICE')}")
 
     def device_module(self):
-        """torch_xla registers no `torch.xla`; this namespace answers what torch.<device> would."""
+        """torch_xla registers no `torch.xla`; this namespace answers what torch.<device> would (one per
+        backend, as torch.<device> is one module: its generator is the same object on every read)."""
+        module = self.__dict__.get("_device_module")
+        if module is None:
+            module = self.__dict__["_device_module"] = self._build_device_module()
+        return module
+
+    def _build_device_module(self):
         import types
 
         import torch_xla.core.xla_model as xm

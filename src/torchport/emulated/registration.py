@@ -51,6 +51,7 @@ def register() -> None:
         sharing.install()
         distributed.install()
         storage.install_storage_constructor()
+        storage.install_storage_resize()
         state.registered = True
 
 

@@ -214,7 +214,6 @@ def install_storage_constructor() -> None:
         return torch.tensor(list(source), dtype=torch.uint8, device=device).untyped_storage()
 
     torch.UntypedStorage.__new__ = new
-    install_storage_resize()
 
 
 def install_storage_resize() -> None:

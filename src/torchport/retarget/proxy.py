@@ -134,7 +134,7 @@ def _restore_cuda_on_target(storage, location: str):
     retarget = state.current()
     if not retarget.backend.loads_to_device:
         return storage  # the target loads on the host first (its profile says so)
-    return torch.serialization.default_restore_location(storage, str(runtime.map_device(location)))
+    return runtime.restore_location(storage, location)
 
 
 def _save(obj, f, pickle_module=None, *args, **kwargs):

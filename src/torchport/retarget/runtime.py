@@ -365,14 +365,7 @@ def map_location(site: int, value):
         # torch restores a location the dict does not list where it was saved: on a GPU machine
         # 'cuda:0' stays 'cuda:0', so here it is mapped too (`{'cuda:1': 'cuda:0'}`, a GPU checkpoint)
         table = {key: map_device(item, site) for key, item in value.items()}
-
-        def from_table(storage, location: str):
-            target = table.get(location, location)
-            if isinstance(target, str) and target.startswith("cuda"):
-                target = map_device(target, site)
-            return torch.serialization.default_restore_location(storage, str(target))
-
-        return from_table
+        return lambda storage, location: restore_location(storage, table.get(location, location), site)
     if callable(value):
         inner = value
 
@@ -387,6 +380,14 @@ def map_location(site: int, value):
 
         return mapped
     return value
+
+
+def restore_location(storage, location, site: int | None = None):
+    """`storage`, saved at `location`, restored where the application's load puts it: a CUDA location
+    on the target, any other where torch restores it."""
+    if isinstance(location, str) and location.startswith("cuda"):
+        location = map_device(location, site)
+    return torch.serialization.default_restore_location(storage, str(location))
 
 
 def device_ids(site: int, value):
