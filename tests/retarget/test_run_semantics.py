@@ -141,7 +141,9 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                       "torch.cuda.set_device(local_rank)\n"
                       "ngpus = torch.cuda.device_count()\n"
                       "x = torch.ones(1).cuda()\n"
-                      "print(f'rank{local_rank}=' + str((ngpus, torch.cuda.current_device(), 64 // ngpus, "
+                      # one file per rank: the two ranks' prints can interleave on the shared stdout
+                      "with open(f'rank{local_rank}.txt', 'w') as out:\n"
+                      "    out.write(str((ngpus, torch.cuda.current_device(), 64 // ngpus, "
                       "local_rank % ngpus == 0, x.device.type)))\n")
     env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -150,5 +152,5 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                                     "-m", "torchport", "run", "--device", device, str(script)],
                                    capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
         assert completed.returncode == 0, completed.stderr[-2000:]
-        lines = dict(line.split("=", 1) for line in completed.stdout.splitlines() if line.startswith("rank"))
-        assert lines == {"rank0": f"(2, 0, 32, True, '{device_type}')", "rank1": f"(2, 1, 32, False, '{device_type}')"}
+        seen = {rank: (tmp_path / f"{rank}.txt").read_text() for rank in ("rank0", "rank1")}
+        assert seen == {"rank0": f"(2, 0, 32, True, '{device_type}')", "rank1": f"(2, 1, 32, False, '{device_type}')"}
