@@ -206,7 +206,8 @@ def map_device(value, site: int | None = None):
     return value
 
 
-_FRAMEWORK_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "mixed_precision"))
+#: keywords whose meaning depends on the callee: frameworks choosing the device or precision, the profiler
+_SPECIAL_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "mixed_precision", "use_cuda"))
 
 
 def call(function, site: int, *args, **kwargs):
@@ -217,11 +218,11 @@ def call(function, site: int, *args, **kwargs):
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
                 kwargs[keyword] = helper(site, value)
-        if not _FRAMEWORK_KEYWORDS.isdisjoint(kwargs):
+        if not _SPECIAL_KEYWORDS.isdisjoint(kwargs):  # one set operation on the common path
+            if "use_cuda" in kwargs:
+                profiler.use_cuda(_rt, SITES[site], function, kwargs)
             # a framework choosing the device or precision itself (Lightning, transformers, Accelerate)
             frameworks.framework_keywords(function, kwargs, site)
-        if "use_cuda" in kwargs:
-            profiler.use_cuda(_rt, SITES[site], function, kwargs)
     return function(*args, **kwargs)
 
 
