@@ -362,9 +362,12 @@ def test_a_third_party_backend_gets_every_subcommand_without_touching_torchport(
     assert rows["hpu-emulated"]["usable"] and rows["hpu-emulated"]["aliases"] == ["gaudi-emulated"]
     assert rows["hpu-emulated"]["supports_grad_scaler"] is False  # the twin reads hpu.yaml
 
-    run = _torchport(hpu_install, "run", "--device", "hpu-emulated", "--precision", "keep", "app.py")
+    run = _torchport(hpu_install, "run", "--device", "hpu-emulated", "--precision", "keep", "--report", "run.json",
+                     "app.py")
     assert run.returncode == 0, run.stderr
-    assert "device emulated sum 8.0 scaler False" in run.stdout  # the GradScaler decision of hpu.yaml
+    assert "device emulated sum 8.0 scaler True" in run.stdout
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads((work / "run.json").read_text())["decisions"]}
+    assert "no GradScaler kernels" in decisions["GradScaler"]  # the GradScaler fact of hpu.yaml
 
     check = _torchport(hpu_install, "check", "--target", "gaudi", "--output-format", "json", "--output", "check.json",
                        "app.py")

@@ -209,6 +209,51 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     assert plain.stdout.split() == ["cuda:0", "65536.0"]
 
 
+AMP_OVERFLOW = """
+import json, torch
+torch.manual_seed(0)
+device = "cuda"
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.cuda.amp.GradScaler(init_scale=2.0**10, growth_interval=2)
+scales, losses = [], []
+for step in range(8):
+    x = torch.randn(4, 8, device=device)
+    if step == 3:
+        x = x * 1e4  # the fp16 backward overflows: the step must be skipped and the scale backed off
+    with torch.cuda.amp.autocast():
+        loss = model(x).float().pow(2).mean()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    scales.append(scaler.get_scale())
+    losses.append(loss.item())
+weights = [p.detach().cpu().tolist() for p in model.parameters()]
+print("RESULT " + json.dumps({"scales": scales, "losses": losses, "weights": weights}))
+"""
+
+
+def test_fp16_training_skips_an_overflowing_step_on_a_target_without_scaler_kernels(program, tmp_path):
+    # neuron has no GradScaler kernels: the scaler works in plain tensor ops, so the overflowing
+    # step is skipped as on CUDA; the hand port is the CPU's GradScaler, whose kernels are torch's own
+    result = program(AMP_OVERFLOW, "--device", "neuron-emulated", "--precision", "keep")
+    assert result.returncode == 0, result.stderr[-2000:]
+    ported = (AMP_OVERFLOW.replace('device = "cuda"', 'device = "cpu"')
+              .replace("torch.cuda.amp.GradScaler(", 'torch.amp.GradScaler("cpu", ')
+              .replace("torch.cuda.amp.autocast()", 'torch.autocast("cpu", dtype=torch.float16)'))
+    (tmp_path / "ported.py").write_text(ported)
+    hand = subprocess.run([sys.executable, str(tmp_path / "ported.py")], capture_output=True, text=True, timeout=120)
+    assert hand.returncode == 0, hand.stderr[-2000:]
+
+    def outcome(stdout):
+        return json.loads(stdout.split("RESULT ", 1)[1])
+
+    retargeted, expected = outcome(result.stdout), outcome(hand.stdout)
+    assert expected["scales"][3] == expected["scales"][2] / 2  # the port did overflow at step 3
+    assert retargeted == expected
+
+
 def test_cuda_memory_stats_keys_read_the_emulated_allocator(program):
     # a logger reading CUDA's allocator statistics by name sees the device's own bytes
     source = """

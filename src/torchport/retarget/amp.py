@@ -1,7 +1,8 @@
 """Autocast and GradScaler written for CUDA, run on the target under a precision policy.
 
 Policies (`--precision`):
-  keep  the dtype the code asked for (fp16 stays fp16), GradScaler on where the target has one;
+  keep  the dtype the code asked for (fp16 stays fp16), GradScaler on (in plain tensor ops where the
+        target has no GradScaler kernels: retarget/grad_scaling.py);
   auto  fp16 becomes the target's preferred reduced precision (bf16 on AMX/AVX512-BF16 CPUs and on
         Neuron); where the target has no fast reduced precision, autocast is off; GradScaler is off
         wherever fp16 was replaced, since bf16 and fp32 do not underflow like fp16;
@@ -12,16 +13,20 @@ Code that never asked for autocast is never cast. Every decision is recorded in 
 
 from __future__ import annotations
 
+import collections
 import functools
 import warnings
 from typing import Any
 
 import torch
 
-from torchport.retarget import state
+from torch.amp.grad_scaler import _refresh_per_optimizer_state
+
+from torchport.retarget import grad_scaling, state
 from torchport.retarget.standin import StandIn, reduce_as_genuine
 
-__all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype"]
+__all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype",
+           "target_grad_scaler"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
@@ -104,11 +109,18 @@ def unscaled_fp16(target: str) -> str:
             "gradients is not skipped as on CUDA (--precision auto runs bf16, which needs no scaler)")
 
 
-def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
-    """The device and `enabled` of a GradScaler made for `device`: on only where it does work."""
+def _neutral(target: str) -> str:
+    return (f"kept on {target}, which has no GradScaler kernels: gradients are unscaled and checked for "
+            "inf/NaN, and the scale updated, in plain tensor ops (the same values), so an overflowing step "
+            "is skipped as on CUDA")
+
+
+def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
+    """The device, `enabled`, and whether the scaler works in plain tensor ops (the target has no
+    GradScaler kernels), of a GradScaler made for `device`: on only where it does work."""
     retarget = state.current()
     if device != "cuda":
-        return device, enabled
+        return device, enabled, False
     retarget.redirected("GradScaler('cuda')")
     device = retarget.type
     if enabled and not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: as torch does
@@ -120,11 +132,11 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool]:
             enabled = False
             retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
         elif not retarget.backend.supports_grad_scaler:
-            enabled = False
-            retarget.decide("GradScaler", f"disabled: {unscaled_fp16(retarget.backend.name)}")
+            retarget.decide("GradScaler", _neutral(retarget.backend.name))
+            return device, True, True
         else:
             retarget.decide("GradScaler", f"kept on {device}")
-    return device, enabled
+    return device, enabled, False
 
 
 class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler):
@@ -133,7 +145,7 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
         asked = enabled and device == "cuda"
-        device, enabled = _scaler_settings(device, enabled)
+        device, enabled, self._torchport_neutral = _scaler_settings(device, enabled)
         super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
         # Turned off by torchport (not by the program, nor by hidden devices): the state a GPU's
@@ -144,6 +156,24 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
             self._torchport_kept = {"scale": float(init_scale), "growth_factor": float(growth_factor),
                                     "backoff_factor": float(backoff_factor), "growth_interval": int(growth_interval),
                                     "_growth_tracker": 0}
+
+    def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
+        if not getattr(self, "_torchport_neutral", False):
+            return super()._unscale_grads_(optimizer, inv_scale, found_inf, allow_fp16)
+        return grad_scaling.unscale_grads(optimizer, inv_scale, found_inf, allow_fp16)
+
+    def update(self, new_scale=None) -> None:
+        if not (getattr(self, "_torchport_neutral", False) and self._enabled and new_scale is None):
+            return super().update(new_scale)
+        scale, growth_tracker = self._check_scale_growth_tracker("update")
+        found_infs = [found_inf.to(device=scale.device, non_blocking=True)
+                      for optimizer_state in self._per_optimizer_states.values()
+                      for found_inf in optimizer_state["found_inf_per_device"].values()]
+        if not found_infs:
+            raise AssertionError("No inf checks were recorded prior to update.")
+        grad_scaling.update_scale(scale, growth_tracker, sum(found_infs[1:], found_infs[0]),
+                                  self._growth_factor, self._backoff_factor, self._growth_interval)
+        self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
 
     def state_dict(self) -> dict[str, Any]:
         kept = getattr(self, "_torchport_kept", None)
@@ -163,6 +193,15 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
         return float(kept["scale"]) if kept is not None else super().get_scale()
 
     __reduce_ex__ = reduce_as_genuine
+
+
+def target_grad_scaler() -> GradScaler:
+    """An enabled GradScaler on the target, for a library torchport hands one (Lightning's 16-mixed):
+    in plain tensor ops where the target has no GradScaler kernels."""
+    retarget = state.current()
+    scaler = GradScaler(retarget.type)
+    scaler._torchport_neutral = not retarget.backend.supports_grad_scaler
+    return scaler
 
 
 with warnings.catch_warnings():

@@ -375,7 +375,7 @@ def _lightning_precision(function, kwargs: dict, retarget) -> None:
     precision = "bf16-mixed" if effective is torch.bfloat16 else "16-mixed"
     scaler = None
     if precision == "16-mixed":
-        scaler = torch.amp.GradScaler(retarget.type, enabled=retarget.backend.supports_grad_scaler)
+        scaler = amp.target_grad_scaler()
     plugins = kwargs.get("plugins") or []
     plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     kwargs["plugins"] = [*plugins, mixed(precision, device=retarget.type, scaler=scaler)]
