@@ -44,6 +44,21 @@ def test_fused_rnn_cells_match_the_cpu_forward_and_backward(target, build, shape
         torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_a_traced_convolution_is_recorded_in_the_graph_not_baked_in(target):
+    # torch.jit.trace on the device must record the convolution: a host kernel at `convolution`
+    # hid it from the tracer, whose graph then held the example's output as a constant
+    target("neuron")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2)).eval()
+    host_inputs = torch.randn(1, 3, 8, 8)
+    expected = model(host_inputs)
+    model.to(DEVICE)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, torch.randn(1, 3, 8, 8, device=DEVICE))
+        assert "aten::_convolution" in str(traced.inlined_graph)
+        assert torch.allclose(traced(host_inputs.to(DEVICE)).cpu(), expected, atol=1e-6)
+
+
 def test_take_along_dim_and_wrapped_numbers(target):
     target("neuron")
     values = torch.randn(4, 6)

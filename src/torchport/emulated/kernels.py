@@ -120,8 +120,10 @@ def _compatible_shallow_copy(tensor: torch.Tensor, other: torch.Tensor) -> bool:
 # -- ops PyTorch routes differently for non-CPU devices --------------------------------------------
 
 #: Composite ops that pick a device-specific path (convolution_overrideable for unknown backends);
-#: running them as one host op keeps the CPU's kernels and results.
-HOST_COMPOSITES = ("convolution", "convolution_backward", "_convolution")
+#: running them as one host op keeps the CPU's kernels and results. `convolution` itself keeps its
+#: composite kernel, which calls `_convolution`: the op torch.jit.trace records (a host kernel at
+#: `convolution` would hide the op from the tracer, whose graph then held the output as a constant).
+HOST_COMPOSITES = ("convolution_backward", "_convolution")
 
 
 def _fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
