@@ -59,6 +59,26 @@ def test_a_traced_convolution_is_recorded_in_the_graph_not_baked_in(target):
         assert torch.allclose(traced(host_inputs.to(DEVICE)).cpu(), expected, atol=1e-6)
 
 
+def test_per_channel_fake_quant_resizes_its_statistics_on_the_device_as_on_the_cpu(target):
+    # QAT's fused observer grows its size-1 running statistics and scale to one per channel in
+    # place without returning them; the device tensors must follow, or convert() quantizes with
+    # one scale for every channel
+    target("neuron")
+    torch.manual_seed(0)
+    weight = torch.randn(4, 3, 3, 3)
+
+    def observe(device):
+        buffers = [torch.tensor([]), torch.tensor([]), torch.tensor([1.0]), torch.tensor([0], dtype=torch.int32)]
+        buffers = [buffer.to(device) for buffer in buffers]
+        on = torch.ones(1, dtype=torch.long, device=device)
+        output = torch.fused_moving_avg_obs_fake_quant(weight.to(device), on, on, *buffers, 0.01, -128, 127, 0,
+                                                       True, True)
+        return [tensor.cpu() for tensor in (output, *buffers)]
+
+    for expected, actual in zip(observe("cpu"), observe(DEVICE)):
+        assert actual.shape == expected.shape and torch.equal(actual, expected)
+
+
 def test_take_along_dim_and_wrapped_numbers(target):
     target("neuron")
     values = torch.randn(4, 6)

@@ -40,7 +40,8 @@ _CPU = torch.device("cpu")
 class _OpInfo:
     """What the fallback needs to know about one op overload."""
 
-    __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors", "tensor_positions")
+    __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors", "tensor_positions",
+                 "unreturned_writes")
 
     def __init__(self, op) -> None:
         schema = op._schema
@@ -68,6 +69,13 @@ class _OpInfo:
                         break
             returns.append(source)
         self.returns = returns
+        # Tensors the op writes without returning them (fused_moving_avg_obs_fake_quant's running
+        # statistics and per-channel scale): a kernel may resize them, which the device must follow.
+        self.unreturned_writes = tuple(
+            index for index, argument in enumerate(schema.arguments)
+            if not argument.kwarg_only and argument.alias_info is not None and argument.alias_info.is_write
+            and str(argument.type) == "Tensor" and ("arg", index, True) not in returns
+        )
         return_types = [str(result.type) for result in schema.returns]
         self.scalar_result = bool(return_types) and all(
             kind in {"Scalar", "bool", "int", "float", "SymInt", "SymFloat", "SymBool"} for kind in return_types
@@ -265,6 +273,9 @@ def fallback(op, *args, **kwargs):
             host_kwargs[key] = value
     account(info, host_args, host_kwargs)
     result = op(*host_args, **host_kwargs)
+    for index in info.unreturned_writes:
+        if index < len(args):
+            _follow_resize(args[index], host_args[index])
     if info.scalar_result:
         return result
     returns = info.returns
@@ -274,6 +285,14 @@ def fallback(op, *args, **kwargs):
             for index, item in enumerate(result)
         )
     return _wrap_result(result, returns[0] if returns else None, args, kwargs, info, found)
+
+
+def _follow_resize(original, host) -> None:
+    """A device tensor the kernel wrote through its host view takes the view's new geometry, if resized."""
+    if isinstance(original, torch.Tensor) and isinstance(host, torch.Tensor) and original is not host and (
+        host.size() != original.size() or host.stride() != original.stride()
+    ):
+        sync_geometry(original, host)
 
 
 def account(info: _OpInfo, host_args, host_kwargs) -> None:
