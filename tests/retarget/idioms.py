@@ -477,4 +477,33 @@ IDIOMS = [
      "torch.cuda.set_stream(torch.cuda.default_stream())\nlow, high = torch.cuda.Stream.priority_range()\n"
      "result = (inside, chosen, s.device.type, s.priority, isinstance(low, int) and isinstance(high, int))",
      "result = (True, True, 'cpu', 0, True)"),
+    ("safetensors_load_file_onto_the_gpu",
+     "import os, tempfile, torch\nfrom safetensors.torch import load_file, save_file\n"
+     "path = os.path.join(tempfile.mkdtemp(), 'w.safetensors')\nsave_file({'w': torch.arange(6.0)}, path)\n"
+     "by_name = load_file(path, device='cuda')['w']\nby_ordinal = load_file(path, device=0)['w']\n"
+     "from safetensors import safe_open\nwith safe_open(path, framework='pt', device='cuda') as handle:\n"
+     "    opened = handle.get_tensor('w')\n"
+     "result = (by_name.device.type, by_ordinal.device.type, opened.device.type,\n"
+     "          by_name.tolist() == by_ordinal.tolist() == opened.tolist() == list(range(6)))",
+     "import os, tempfile, torch\nfrom safetensors.torch import load_file, save_file\n"
+     "path = os.path.join(tempfile.mkdtemp(), 'w.safetensors')\nsave_file({'w': torch.arange(6.0)}, path)\n"
+     "by_name = load_file(path, device='cpu')['w']\nby_ordinal = load_file(path, device='cpu')['w']\n"
+     "from safetensors import safe_open\nwith safe_open(path, framework='pt', device='cpu') as handle:\n"
+     "    opened = handle.get_tensor('w')\n"
+     "result = (by_name.device.type, by_ordinal.device.type, opened.device.type,\n"
+     "          by_name.tolist() == by_ordinal.tolist() == opened.tolist() == list(range(6)))"),
+    ("sync_debug_mode_set_and_read_back",
+     "import torch\ntorch.cuda.set_sync_debug_mode('warn')\nduring = torch.cuda.get_sync_debug_mode()\n"
+     "torch.cuda.set_sync_debug_mode(0)\nresult = (during, torch.cuda.get_sync_debug_mode())",
+     "result = (1, 0)"),
+    ("make_graphed_callables_warms_up_and_computes_eagerly",
+     "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).cuda()\n"
+     "sample = torch.randn(8, 4, device='cuda', requires_grad=True)\n"
+     "graphed = torch.cuda.make_graphed_callables(model, (sample,))\nout = graphed(torch.ones(8, 4, device='cuda'))\n"
+     "out.sum().backward()\nresult = (graphed is model, [round(v, 5) for v in model[1].running_mean.tolist()], "
+     "model[0].weight.grad is not None)",
+     "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))\n"
+     "sample = torch.randn(8, 4, requires_grad=True)\nfor _ in range(3):\n    model(sample)\ngraphed = model\n"
+     "out = graphed(torch.ones(8, 4))\nout.sum().backward()\n"
+     "result = (graphed is model, [round(v, 5) for v in model[1].running_mean.tolist()], model[0].weight.grad is not None)"),
 ]

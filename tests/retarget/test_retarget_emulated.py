@@ -335,3 +335,26 @@ def test_a_dict_map_location_leaves_unlisted_cuda_devices_on_the_target(program)
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"loaded": "emulated,True,2.0"}
+
+
+def test_safetensors_loads_onto_a_target_it_has_no_device_type_for(program, tmp_path):
+    # safetensors refuses device types it does not list ('emulated', 'neuron'): the file is read on
+    # the host and load_file's tensors moved to the target, reported; safe_open's stay on the host
+    report = tmp_path / "report.json"
+    source = f"""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    path = {str(tmp_path / "w.safetensors")!r}
+    save_file({{"w": torch.arange(4.0)}}, path)
+    loaded = load_file(path, device="cuda")["w"]
+    print("load_file=" + loaded.device.type + "," + str(loaded.tolist()))
+    with safe_open(path, framework="pt", device=0) as handle:
+        print("safe_open=" + handle.get_tensor("w").device.type)
+    """
+    result = program(source, "--device", "neuron-emulated", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"load_file": "emulated,[0.0, 1.0, 2.0, 3.0]", "safe_open": "cpu"}
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    assert "moved to emulated:0" in decisions["safetensors load_file(device=...)"]
+    assert "tensors stay on the host" in decisions["safetensors safe_open(device=...)"]

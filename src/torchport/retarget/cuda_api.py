@@ -589,6 +589,29 @@ _NOOPS = {
 }
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+_sync_debug = {"mode": 0}
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """CUDA's warning (or error) on operations that synchronize with the host: kept and read back,
+    not applied on the target (reported; `torchport check` lists a program's host syncs)."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _sync_debug["mode"] = int(debug_mode)
+    if debug_mode:
+        retarget = _rt()
+        retarget.noop("torch.cuda.set_sync_debug_mode",
+                      f"{retarget.backend.name} does not flag host synchronizations as they happen "
+                      "(torchport check lists them)")
+
+
+def get_sync_debug_mode() -> int:
+    return _sync_debug["mode"]
+
+
 def is_current_stream_capturing() -> bool:
     """False: no CUDA graph is ever being captured on the target."""
     return False
@@ -655,11 +678,27 @@ def _build_nvtx() -> types.ModuleType:
 
 
 # -- what cannot be redirected ---------------------------------------------------------------
+def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
+                           pool=None):
+    """CUDA graphs of callables whose forward and backward then replay: on the target the callables
+    run eagerly (the same results; reported). The warm-up forward passes CUDA runs on the sample
+    arguments run too, so what they change (batch-norm statistics, random draws) changes as on CUDA."""
+    retarget = _rt()
+    retarget.noop("torch.cuda.make_graphed_callables",
+                  f"{retarget.backend.name} runs the callables eagerly (no CUDA graphs; the warm-up passes run)")
+    single = not isinstance(callables, tuple)
+    functions = (callables,) if single else callables
+    arguments = (sample_args,) if single else sample_args
+    for function, args in zip(functions, arguments):
+        for _ in range(num_warmup_iters):
+            function(*args)
+    return callables
+
+
 _UNSUPPORTED = {
     "CUDAGraph": "Use torch.compile(model, mode='reduce-overhead'), which uses the target's graph capture if any",
     "graph": "Use torch.compile(model, mode='reduce-overhead')",
     "graphs": "Use torch.compile(model, mode='reduce-overhead')",
-    "make_graphed_callables": "Use torch.compile(model)",
     "jiterator": "Use a torch.compile'd Python function",
     "comm": "Use torch.distributed collectives",
 }
@@ -743,7 +782,8 @@ def build_cuda_module() -> types.ModuleType:
         "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
-        "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call",
+        "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call", "set_sync_debug_mode",
+        "get_sync_debug_mode", "make_graphed_callables",
     ]
     namespace = globals()
     for name in names:

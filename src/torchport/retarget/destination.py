@@ -7,11 +7,14 @@ the application's own code, the standard library, or a distribution that does no
 keeps the value as written, so `train(device=local_rank)` receives the integer and
 `f"cuda:{device}"` inside it works as on a GPU machine.
 
-The decision is made once per module name and cached.
+The decision is made once per module name and cached. For a library that takes device names but
+not every device type (safetensors), the decision is the adapter that completes the call
+(`loaders`): truthy like True, so the mapping happens, and the call goes through it.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import importlib.metadata
 import re
@@ -21,8 +24,8 @@ from torchport.retarget import state
 
 __all__ = ["leaves_application", "module_of", "depends_on_torch", "forget"]
 
-#: module name -> True when a call into it leaves the application for torch.
-_DECIDED: dict[str | None, bool] = {}
+#: module name -> True (or the library's adapter) when a call into it leaves the application for torch.
+_DECIDED: dict[str | None, object] = {}
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 #: Never mapped: torchport's own API takes real device names (`torchport.use(device="cuda")`).
 _NEVER = {"torchport", "builtins"}
@@ -37,11 +40,37 @@ def module_of(function) -> str | None:
             module = type(owner).__module__
         elif isinstance(function, functools.partial):
             return module_of(function.func)
+    elif module == "builtins" and getattr(builtins, getattr(function, "__name__", ""), None) is not function:
+        return _exporter(function)
     return module
 
 
-def leaves_application(function) -> bool:
-    """True when calling `function` hands values to torch or to a library built on torch."""
+#: callable -> the module exporting it, for extension types that call themselves builtins
+_EXPORTERS: dict = {}
+
+
+def _exporter(function) -> str:
+    """The module that exports an extension type or function whose `__module__` says "builtins"
+    (safetensors' `safe_open`, a Rust class): the shortest-named module of an installed
+    distribution holding it (not the application's modules that import it), else builtins."""
+    try:
+        return _EXPORTERS[function]
+    except (KeyError, TypeError):
+        pass
+    names = [name for name, module in list(sys.modules.items())
+             if module is not None and name.partition(".")[0] in _distributions()
+             and getattr(module, "__dict__", {}).get(getattr(function, "__name__", None)) is function]
+    exporter = min(names, key=len) if names else "builtins"
+    try:
+        _EXPORTERS[function] = exporter
+    except TypeError:
+        pass
+    return exporter
+
+
+def leaves_application(function):
+    """True when calling `function` hands values to torch or to a library built on torch (the
+    library's adapter where it has one: `_ADAPTERS`), else False."""
     module = module_of(function)
     try:
         return _DECIDED[module]
@@ -55,7 +84,7 @@ def forget() -> None:
     _DECIDED.clear()
 
 
-def _decide(module: str | None) -> bool:
+def _decide(module: str | None):
     if not module:
         return False
     top = module.partition(".")[0]
@@ -68,7 +97,17 @@ def _decide(module: str | None) -> bool:
     retarget = state.current()
     if filename and retarget is not None and retarget.in_scope(filename):
         return False  # the application's own code, whatever distribution it also belongs to
-    return any(depends_on_torch(distribution) for distribution in _distributions().get(top, ()))
+    if not any(depends_on_torch(distribution) for distribution in _distributions().get(top, ())):
+        return False
+    if top in _ADAPTERS:
+        from torchport.retarget import loaders
+
+        return getattr(loaders, _ADAPTERS[top])
+    return True
+
+
+#: top-level package -> its adapter in `loaders`: libraries that take only some device types.
+_ADAPTERS = {"safetensors": "safetensors_call"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -213,7 +213,7 @@ _SPECIAL_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "mixed_precision",
 def call(function, site: int, *args, **kwargs):
     """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
     __tracebackhide__ = True  # pytest shows the application's frames around this one, not it
-    if kwargs and leaves_application(function if function is not _partial or not args else args[0]):
+    if kwargs and (where := leaves_application(function if function is not _partial or not args else args[0])):
         for keyword, value in kwargs.items():
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
@@ -223,6 +223,8 @@ def call(function, site: int, *args, **kwargs):
                 profiler.use_cuda(_rt, SITES[site], function, kwargs)
             # a framework choosing the device or precision itself (Lightning, transformers, Accelerate)
             frameworks.framework_keywords(function, kwargs, site)
+        if where is not True:  # a library taking only some device types (destination._ADAPTERS)
+            return where(function, site, args, kwargs)
     return function(*args, **kwargs)
 
 
