@@ -304,7 +304,7 @@ APP = '''\
 import torch
 x = torch.ones(4, device="cuda")
 scaler = torch.amp.GradScaler("cuda")
-print("device", x.device.type, "sum", float((x * 2).sum()), "scaler", scaler.is_enabled())
+print("device", x.device.__str__().split(":")[0], "sum", float((x * 2).sum()), "scaler", scaler.is_enabled())
 '''
 
 HAZARDS = "import torch\nx = torch.zeros(3, dtype=torch.float64)\nindex = torch.nonzero(x)\n"

@@ -78,7 +78,7 @@ def test_torch_manual_seed_and_rng_states_repeat_the_devices_draws_on_xla(tmp_pa
         "torch.manual_seed(1); b = torch.randn(3, device='cuda')\n"
         "torch.random.manual_seed(2); c = torch.randn(3, device='cuda')\n"
         "torch.random.manual_seed(2); d = torch.randn(3, device='cuda')\n"
-        "print(torch.equal(a.cpu(), b.cpu()), torch.equal(c.cpu(), d.cpu()), a.device.type)\n"
+        "print(torch.equal(a.cpu(), b.cpu()), torch.equal(c.cpu(), d.cpu()), a.device.__str__().split(':')[0])\n"
         # Megatron's RNG tracker: a state restored through default_generators[current_device()]
         "state = torch.cuda.get_rng_state(); e = torch.randn(3, device='cuda')\n"
         "torch.cuda.default_generators[torch.cuda.current_device()].set_state(state)\n"
@@ -99,6 +99,6 @@ def test_local_rank_device_streams_and_device_contexts_run_on_xla(tmp_path):
         "with torch.cuda.stream(s):\n    y = torch.ones(3, device='cuda') * 2\n"
         "torch.cuda.current_stream().wait_stream(s)\n"
         "with torch.cuda.device(0):\n    z = torch.zeros(2).cuda()\n"
-        "print(isinstance(s, torch.cuda.Stream), y.sum().item(), z.device.type, torch.cuda.current_device())\n"
+        "print(isinstance(s, torch.cuda.Stream), y.sum().item(), z.device.__str__().split(':')[0], torch.cuda.current_device())\n"
     )
     assert _run_on_xla(program).stdout.split() == ["True", "6.0", "xla", "0"]

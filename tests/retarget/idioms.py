@@ -476,7 +476,7 @@ IDIOMS = [
      "torch.cuda.set_stream(s)\nchosen = torch.cuda.current_stream() == s\n"
      "torch.cuda.set_stream(torch.cuda.default_stream())\nlow, high = torch.cuda.Stream.priority_range()\n"
      "result = (inside, chosen, s.device.type, s.priority, isinstance(low, int) and isinstance(high, int))",
-     "result = (True, True, 'cpu', 0, True)"),
+     "result = (True, True, 'cuda', 0, True)"),
     ("safetensors_load_file_onto_the_gpu",
      "import os, tempfile, torch\nfrom safetensors.torch import load_file, save_file\n"
      "path = os.path.join(tempfile.mkdtemp(), 'w.safetensors')\nsave_file({'w': torch.arange(6.0)}, path)\n"
@@ -506,4 +506,10 @@ IDIOMS = [
      "sample = torch.randn(8, 4, requires_grad=True)\nfor _ in range(3):\n    model(sample)\ngraphed = model\n"
      "out = graphed(torch.ones(8, 4))\nout.sum().backward()\n"
      "result = (graphed is model, [round(v, 5) for v in model[1].running_mean.tolist()], model[0].weight.grad is not None)"),
+    ("device_type_branches_take_the_cuda_path",
+     "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+     "scaler = torch.amp.GradScaler(enabled=device.type == 'cuda')\nx = torch.ones(2, device=device)\n"
+     "with torch.autocast(device_type=device.type, dtype=torch.bfloat16):\n    y = x @ x\n"
+     "pin = device.type == 'cuda'\nresult = (device.type, scaler.is_enabled(), y.dtype, pin, torch.device('cpu').type)",
+     "import torch\nresult = ('cuda', True, torch.bfloat16, True, 'cpu')"),
 ]

@@ -34,9 +34,9 @@ import torch
 order = sys.argv[1].split(",") if len(sys.argv) > 1 else ["first", "second"]
 for name in order:
     module = __import__(name)
-    print(name, module.make().device.type)
+    print(name, module.make().device.__str__().split(":")[0])
 x = torch.ones(2, device="cuda")
-print("main", x.device.type, torch.cuda.is_available())
+print("main", x.device.__str__().split(":")[0], torch.cuda.is_available())
 """
 
 MODULE = """\

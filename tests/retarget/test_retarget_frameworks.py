@@ -189,7 +189,7 @@ else:  # from a config dict
 trainer = Trainer(model=model, args=args, train_dataset=Data())
 trainer.train()
 print("app_sees_cuda=" + str(torch.cuda.is_available()))
-print("model=" + next(model.parameters()).device.type)
+print("model=" + next(model.parameters()).device.__str__().split(":")[0])
 print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
 """
 
@@ -226,7 +226,7 @@ with accelerator.autocast():
 loss = model(x).float().pow(2).mean()
 accelerator.backward(loss)
 optimizer.step()
-print("device=" + accelerator.device.type)
+print("device=" + accelerator.device.__str__().split(":")[0])
 print("dtype=" + str(inner))
 print("scaler=" + str(accelerator.scaler is not None and accelerator.scaler.is_enabled()))
 """
@@ -282,7 +282,7 @@ elif FORM == "auto":
 else:  # every argument written out, the accelerator left at its default
     trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 trainer.fit(Model(), data)
-print("device=" + trainer.strategy.root_device.type)
+print("device=" + str(trainer.strategy.root_device).split(":")[0])
 """
 
 
@@ -306,8 +306,8 @@ except ImportError:
     from lightning_fabric import Fabric
 fabric = Fabric(devices=1)
 model = fabric.setup(torch.nn.Linear(4, 1))
-print("device=" + fabric.device.type)
-print("parameters=" + next(model.parameters()).device.type)
+print("device=" + fabric.device.__str__().split(":")[0])
+print("parameters=" + next(model.parameters()).device.__str__().split(":")[0])
 """
 
 
@@ -373,7 +373,7 @@ data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8,
 trainer = pl.Trainer(accelerator="gpu", devices=1, precision="16-mixed", max_epochs=1, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False)
 trainer.fit(Model(), data)
-print("device=" + trainer.strategy.root_device.type)
+print("device=" + str(trainer.strategy.root_device).split(":")[0])
 print("dtype=" + str(seen[0]))
 scaler = getattr(trainer.precision_plugin, "scaler", None)
 print("scaler=" + str(scaler is not None and scaler.is_enabled()))

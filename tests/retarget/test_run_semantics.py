@@ -11,7 +11,7 @@ print("argv=" + repr(sys.argv[1:]))
 print("name=" + __name__)
 x = torch.ones(2).cuda()
 def fail():
-    raise ValueError("boom " + str(x.device.type))
+    raise ValueError("boom " + str(x.device.__str__().split(":")[0]))
 if "--fail" in sys.argv:
     fail()
 sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
@@ -115,8 +115,8 @@ print("code=" + subprocess.run([sys.executable, "-c", "print('plain')"], capture
 def test_python_children_the_application_starts_run_retargeted(program, tmp_path):
     # on a GPU machine `python child.py` started by the program runs on the GPU too
     (tmp_path / "child.py").write_text("import sys, torch\nx = torch.ones(2).cuda()\n"
-                                       "print(sys.argv[1] + ':' + x.device.type + ':' + str(torch.cuda.is_available()))\n")
-    (tmp_path / "childmodule.py").write_text("import torch\nprint('m:' + torch.zeros(1, device='cuda').device.type)\n")
+                                       "print(sys.argv[1] + ':' + x.device.__str__().split(':')[0] + ':' + str(torch.cuda.is_available()))\n")
+    (tmp_path / "childmodule.py").write_text("import torch\nprint('m:' + torch.zeros(1, device='cuda').device.__str__().split(':')[0])\n")
     report = tmp_path / "report.json"
     for form, options in (("run", ("--device", "neuron-emulated", "--report", str(report))), ("use", ())):
         result = program(LAUNCHER, *options, form=form)
@@ -144,7 +144,7 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                       # one file per rank: the two ranks' prints can interleave on the shared stdout
                       "with open(f'rank{local_rank}.txt', 'w') as out:\n"
                       "    out.write(str((ngpus, torch.cuda.current_device(), 64 // ngpus, "
-                      "local_rank % ngpus == 0, x.device.type)))\n")
+                      "local_rank % ngpus == 0, x.device.__str__().split(':')[0])))\n")
     env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     for device, device_type in (("cpu", "cpu"), ("neuron-emulated", "emulated")):

@@ -145,6 +145,7 @@ PROFILE_SCHEMA: dict = {
             "properties": {
                 "accelerate": {"type": "string"},
                 "lightning": {"type": "string"},
+                "safetensors": {"type": "string"},
                 "source": {"type": "string"},
             },
             "additionalProperties": False,

@@ -2,11 +2,11 @@
 
 `safetensors.torch.load_file(path, device="cuda")` (and `safe_open(..., device=...)`) hand the
 device to safetensors' own loader, which takes a device *name* (a string or a CUDA ordinal, not a
-`torch.device`) of the types it lists (`_SAFETENSORS_TYPES`: a fact about safetensors, from its
-`Device` parser). Where the call leaves the application the device is mapped to the target as for
-torch, written as a string; where safetensors has no such device type (Neuron, an emulated
-device), the tensors are loaded on the host and `load_file`'s result moved to the target, as a hand
-port would do; `safe_open` hands back host tensors (the report says so: the application moves them,
+`torch.device`) of the types it knows. The target's name there is a profile fact
+(`frameworks.safetensors`; an emulated device has none). Where the call leaves the application the
+device is the target, written as that name; where safetensors has none for the target (Neuron, an
+emulated device), the tensors are loaded on the host and `load_file`'s result moved to the target,
+as a hand port would do; `safe_open` hands back host tensors (the report says so: the application moves them,
 or `load_state_dict` copies them into the model's tensors on the target).
 """
 
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from torchport.retarget import state
+from torchport.retarget import frameworks, state
 
 __all__ = ["safetensors_call"]
-
-#: Device types safetensors' loader accepts (its `Device` parser: cpu, cuda, mps, npu, xpu, xla, mlu,
-#: hpu, musa); any other raises "device ... is invalid".
-_SAFETENSORS_TYPES = frozenset(("cpu", "cuda", "mps", "npu", "xpu", "xla", "mlu", "hpu", "musa"))
 
 
 def safetensors_call(function, site: int, args: tuple, kwargs: dict):
@@ -29,10 +25,12 @@ def safetensors_call(function, site: int, args: tuple, kwargs: dict):
     if not isinstance(device, (str, torch.device)):
         return function(*args, **kwargs)
     device = torch.device(device)
-    if device.type in _SAFETENSORS_TYPES:
-        kwargs["device"] = str(device)
-        return function(*args, **kwargs)
     retarget = state.current()
+    own = frameworks.framework_names(retarget.backend).get("safetensors")
+    if own is not None or device.type != retarget.type:  # a device safetensors knows, or not the target
+        name = own if device.type == retarget.type else device.type
+        kwargs["device"] = name if device.index is None else f"{name}:{device.index}"
+        return function(*args, **kwargs)
     name = getattr(function, "__qualname__", getattr(function, "__name__", "safetensors"))
     kwargs["device"] = "cpu"
     if name != "load_file":

@@ -332,6 +332,20 @@ def is_cuda(site: int, obj):
     return obj.is_cuda
 
 
+def device_type(site: int, obj):
+    """`d.type` in the application: 'cuda' for a torch.device standing for CUDA, as on a GPU machine
+    (`device.type == "cuda"` branches, `enabled=device.type == "cuda"`): a device of the target's
+    type; on the CPU target, where every host device has that type, only the devices the
+    application made from CUDA names (one object per ordinal: `Retarget.stands_for_cuda`)."""
+    if obj.__class__ is _device_type:
+        kind = obj.type
+        if kind == _rt.type and (kind != "cpu" or _rt.stands_for_cuda(obj)):
+            _hit(site)
+            return "cuda"
+        return kind
+    return obj.type
+
+
 def get_device(site: int, obj, *args, **kwargs):
     """`x.get_device()`: the CUDA ordinal of a tensor on the target, as on a GPU machine (on the CPU
     target torch answers -1, which `torch.zeros(n, device=x.get_device())` cannot take)."""

@@ -90,6 +90,10 @@ class Retarget:
             self._device_cache[index] = device
             return device
 
+    def stands_for_cuda(self, device) -> bool:
+        """True for a torch.device this run made for a CUDA name ('cuda', 'cuda:N', an ordinal)."""
+        return any(device is made for made in self._device_cache.values())
+
     def map_string(self, value: str) -> str:
         """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
         try:

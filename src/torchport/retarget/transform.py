@@ -83,8 +83,8 @@ FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator"}
 #: subprocess functions whose command line may start a Python child (`[sys.executable, "train.py"]`):
 #: called through runtime.subprocess_call where the module imported them from subprocess.
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
-#: attributes read through a helper.
-REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda"}
+#: attributes read through a helper (`x.type` only where it is read, not called: `x.type()` is a method).
+REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda", "type": "device_type"}
 #: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`.
 IMPORT_FUNCTIONS = {"import_module", "__import__"}
 
@@ -180,6 +180,8 @@ class _Rewriter(ast.NodeTransformer):
         return [node, *rebinds]
 
     def visit_Call(self, node: ast.Call):
+        if isinstance(node.func, ast.Attribute):
+            node.func.torchport_callee = True  # `x.type(...)`: a method call, not an attribute read
         self.generic_visit(node)
         function = node.func
         name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
@@ -218,7 +220,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute):
         self.generic_visit(node)
         helper = REWRITTEN_ATTRIBUTES.get(node.attr)
-        if helper is not None and isinstance(node.ctx, ast.Load):
+        if helper is not None and isinstance(node.ctx, ast.Load) and not getattr(node, "torchport_callee", False):
             return self._helper_call(helper, node, f".{node.attr}", [node.value])
         return node
 
