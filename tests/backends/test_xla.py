@@ -84,8 +84,13 @@ def test_torch_manual_seed_and_rng_states_repeat_the_devices_draws_on_xla(tmp_pa
         "torch.cuda.default_generators[torch.cuda.current_device()].set_state(state)\n"
         "assert torch.cuda.default_generators[0] is torch.cuda.default_generators[0]\n"
         "print(torch.equal(e.cpu(), torch.randn(3, device='cuda').cpu()))\n"
+        # a generator for the device (torch_xla has none: its ops draw from a host generator)
+        "device = torch.device('cuda')\n"
+        "f = torch.randn(3, device=device, generator=torch.Generator(device.type).manual_seed(5))\n"
+        "g = torch.randn(3, device=device, generator=torch.Generator(device=device).manual_seed(5))\n"
+        "print(torch.equal(f.cpu(), g.cpu()), device.type)\n"
     )
-    assert _run_on_xla(program).stdout.split() == ["True", "True", "xla", "True"]
+    assert _run_on_xla(program).stdout.split() == ["True", "True", "xla", "True", "True", "cuda"]
 
 
 def test_local_rank_device_streams_and_device_contexts_run_on_xla(tmp_path):

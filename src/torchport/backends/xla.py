@@ -82,6 +82,13 @@ class XLABackend(Backend):
 
         return xm.xla_device() if index is None else xm.xla_device(index)
 
+    def generator_device(self, device):
+        """The host: torch_xla makes no `torch.Generator` for XLA devices ("XLA device type not an
+        accelerator"), and its random ops take a host generator."""
+        import torch
+
+        return torch.device("cpu")
+
     def current_index(self) -> int:
         """torch_xla's current device (torch.accelerator answers for CUDA in a CUDA build of torch)."""
         return self.device().index or 0
