@@ -358,3 +358,26 @@ def test_safetensors_loads_onto_a_target_it_has_no_device_type_for(program, tmp_
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
     assert "moved to emulated:0" in decisions["safetensors load_file(device=...)"]
     assert "tensors stay on the host" in decisions["safetensors safe_open(device=...)"]
+
+
+def test_a_forked_dataloader_worker_placing_batches_on_the_device_fails_instead_of_hanging(program):
+    # collate_fn calling .cuda() in forked workers after the parent used the GPU: CUDA refuses it
+    # ("Cannot re-initialize CUDA in forked subprocess") and the DataLoader re-raises it; the
+    # emulated device refuses it as well, where the batch would otherwise be lost on its way back
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    model = torch.nn.Linear(2, 1).cuda()
+    def collate(batch):
+        return torch.stack([item[0] for item in batch]).cuda()
+    loader = DataLoader(TensorDataset(torch.ones(8, 2)), batch_size=4, num_workers=1, collate_fn=collate)
+    try:
+        for batch in loader:
+            model(batch)
+        print("outcome=ran")
+    except RuntimeError as error:
+        print("outcome=" + type(error).__name__ + ("/spawn" if "'spawn'" in str(error) else ""))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"outcome": "EmulatedDeviceError/spawn"}

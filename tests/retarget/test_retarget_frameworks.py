@@ -39,7 +39,8 @@ def _installed_only(*packages):
 
 # -- decisions from the profiles (no library needed) ------------------------------------------------
 def test_profile_names_the_target_in_each_framework_and_an_emulated_twin_has_none():
-    assert frameworks.framework_names(backends.get("xla")) == {"accelerate": "xla", "lightning": "tpu"}
+    assert frameworks.framework_names(backends.get("xla")) == {"accelerate": "xla", "lightning": "tpu", "safetensors": "xla"}
+    assert "safetensors" not in frameworks.framework_names(backends.get("neuron"))  # safetensors has no neuron device
     assert frameworks.framework_names(backends.get("cpu"))["lightning"] == "cpu"
     assert "lightning" not in frameworks.framework_names(backends.get("neuron"))
     # the libraries know the real device, not torchport's `emulated` one

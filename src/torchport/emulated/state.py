@@ -39,6 +39,8 @@ class State:
         self.peak = 0
         self.allocations = 0
         self.frees = 0
+        #: this process was forked from one that had used the device (see storage.Block)
+        self.forked_after_use = False
         #: historical totals of bytes allocated and freed (CUDA's `.allocated` / `.freed` metrics)
         self.bytes_allocated = 0
         self.bytes_freed = 0

@@ -6,6 +6,7 @@ autograd all share them. Every device allocation is a `_Block`; its lifetime is 
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import torch
@@ -39,6 +40,8 @@ class Block:
     __slots__ = ("storage", "nbytes", "views", "pointer", "__weakref__")
 
     def __init__(self, storage: torch.UntypedStorage, nbytes: int) -> None:
+        if state.forked_after_use:
+            raise _forked_error()
         self.storage = storage
         self.nbytes = nbytes
         self.views: dict[torch.dtype, torch.Tensor] = {}
@@ -70,10 +73,29 @@ class Block:
             del _blocks_by_pointer[self.pointer]
 
     def __del__(self) -> None:
+        if not hasattr(self, "nbytes"):  # refused in __init__ (a forked child)
+            return
         state.allocated -= self.nbytes
         state.bytes_freed += self.nbytes
         state.frees += 1
         self._forget_pointer()
+
+
+def _forked_error() -> EmulatedDeviceError:
+    target = state.profile.name if state.profile is not None else "the target"
+    return EmulatedDeviceError(
+        f"The emulated device ({target}) was used before this process was forked, and a forked child cannot use "
+        "it, as CUDA cannot ('Cannot re-initialize CUDA in forked subprocess'): nothing made on the device here "
+        "could reach the parent. Use the 'spawn' start method (DataLoader(multiprocessing_context='spawn'), "
+        "mp.set_start_method('spawn')), or move the data to the device in the main process."
+    )
+
+
+def _after_fork_in_child() -> None:
+    state.forked_after_use = state.allocations > 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: data pointer -> the block holding those bytes. PyTorch's C++ code sometimes wraps a device
