@@ -19,7 +19,6 @@ import warnings
 from typing import Any
 
 import torch
-
 from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
 from torchport.retarget import grad_scaling, state

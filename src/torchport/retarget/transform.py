@@ -11,7 +11,8 @@ the interpreter's builtins and globals:
 - calls carrying a device keyword go through `__tp__.call`, which maps the value only when the
   callee belongs to torch or to a distribution that depends on torch (values map where they leave
   the application); `.to()`, `.cuda()`, `.pin_memory()`, `.record_stream()` and `.is_cuda` on
-  torch objects likewise;
+  torch objects likewise, and a `.type` read (not a `.type()` call) answers 'cuda' for a device
+  standing for CUDA;
 - calls of a callee spelled `Trainer`, `Fabric` or `Accelerator` go through `__tp__.framework_call`:
   a Lightning class left at its default accelerator ("auto", the GPU on a GPU machine) is given the
   target, an Accelerate `Accelerator()` the mixed precision `accelerate launch` put in the environment.
