@@ -512,4 +512,11 @@ IDIOMS = [
      "with torch.autocast(device_type=device.type, dtype=torch.bfloat16):\n    y = x @ x\n"
      "pin = device.type == 'cuda'\nresult = (device.type, scaler.is_enabled(), y.dtype, pin, torch.device('cpu').type)",
      "import torch\nresult = ('cuda', True, torch.bfloat16, True, 'cpu')"),
+    ("device_index_of_a_local_rank_device",
+     "import torch\nlocal_rank = 0\ndevice = torch.device(f'cuda:{local_rank}')\n"
+     "torch.cuda.set_device(device.index)\nrebuilt = f'cuda:{device.index}'\n"
+     "class Frame:\n    index = 'rows'\n"
+     "result = (device.index, rebuilt, torch.zeros(1, device=rebuilt).is_cuda, torch.device('cuda').index, "
+     "Frame().index, [3, 4].index(4))",
+     "result = (0, 'cuda:0', True, None, 'rows', 1)"),
 ]

@@ -346,6 +346,18 @@ def device_type(site: int, obj):
     return obj.type
 
 
+def device_index(site: int, obj):
+    """`d.index` in the application: for a torch.device made from a CUDA name, the ordinal it named
+    (`torch.device(f"cuda:{local_rank}").index` is the local rank, as on a GPU machine, where the
+    target's device may have no index (the CPU) or another one); else the device's own."""
+    if obj.__class__ is _device_type:
+        ordinal = _rt.cuda_ordinal(obj)
+        if ordinal is not False:
+            _hit(site)
+            return ordinal
+    return obj.index
+
+
 def get_device(site: int, obj, *args, **kwargs):
     """`x.get_device()`: the CUDA ordinal of a tensor on the target, as on a GPU machine (on the CPU
     target torch answers -1, which `torch.zeros(n, device=x.get_device())` cannot take)."""

@@ -94,6 +94,13 @@ class Retarget:
         """True for a torch.device this run made for a CUDA name ('cuda', 'cuda:N', an ordinal)."""
         return any(device is made for made in self._device_cache.values())
 
+    def cuda_ordinal(self, device):
+        """The CUDA ordinal (None for plain 'cuda') this run made `device` for, or False."""
+        for ordinal, made in self._device_cache.items():
+            if device is made:
+                return ordinal
+        return False
+
     def map_string(self, value: str) -> str:
         """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
         try:

@@ -11,8 +11,8 @@ the interpreter's builtins and globals:
 - calls carrying a device keyword go through `__tp__.call`, which maps the value only when the
   callee belongs to torch or to a distribution that depends on torch (values map where they leave
   the application); `.to()`, `.cuda()`, `.pin_memory()`, `.record_stream()` and `.is_cuda` on
-  torch objects likewise, and a `.type` read (not a `.type()` call) answers 'cuda' for a device
-  standing for CUDA;
+  torch objects likewise, and `.type` / `.index` reads (not calls) of a device standing for CUDA
+  answer 'cuda' and the CUDA ordinal the application named;
 - calls of a callee spelled `Trainer`, `Fabric` or `Accelerator` go through `__tp__.framework_call`:
   a Lightning class left at its default accelerator ("auto", the GPU on a GPU machine) is given the
   target, an Accelerate `Accelerator()` the mixed precision `accelerate launch` put in the environment.
@@ -85,7 +85,7 @@ FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator"}
 #: called through runtime.subprocess_call where the module imported them from subprocess.
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
 #: attributes read through a helper (`x.type` only where it is read, not called: `x.type()` is a method).
-REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda", "type": "device_type"}
+REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda", "type": "device_type", "index": "device_index"}
 #: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`.
 IMPORT_FUNCTIONS = {"import_module", "__import__"}
 
