@@ -381,3 +381,24 @@ def test_a_forked_dataloader_worker_placing_batches_on_the_device_fails_instead_
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"outcome": "EmulatedDeviceError/spawn"}
+
+
+def test_a_spawned_dataloader_worker_placing_batches_on_the_device_delivers_them(program):
+    # with the spawn start method CUDA hands the worker's device batch over through IPC; the
+    # emulated device sends a copy made again on the device (it hung: the batch was dropped)
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    def collate(batch):
+        return torch.stack(batch).cuda() * 2
+    if __name__ == "__main__":
+        loader = DataLoader([torch.arange(3.0)] * 4, batch_size=2, num_workers=1, collate_fn=collate,
+                            multiprocessing_context="spawn")
+        batches = list(loader)
+        print("batches=" + ",".join(str(batch.device) + str(batch.is_cuda) for batch in batches))
+        print("values=" + str(batches[0].cpu().tolist()))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"batches": "emulated:0True,emulated:0True",
+                               "values": "[[0.0, 2.0, 4.0], [0.0, 2.0, 4.0]]"}

@@ -4,7 +4,9 @@ CUDA shares device memory between processes through CUDA IPC, so a model on the 
 `mp.Process` (Hogwild training) or a tensor put on an `mp.Queue` arrives as the same memory. The
 emulated device's memory cannot be shared with another process; PyTorch's sharing code would fail
 deep inside with "_share_fd_: only available on CPU". Here the send fails with what happened and the
-way out instead. Host tensors are shared by PyTorch as before.
+way out instead. Host tensors are shared by PyTorch as before. A batch a DataLoader worker made on
+the device (a `collate_fn` calling `.cuda()` in a spawned worker) is sent as a copy and made again on
+the device by the loader's process: one-way and read-only, so a copy gives what CUDA IPC gives.
 """
 
 from __future__ import annotations
@@ -29,8 +31,16 @@ def _refuse(what: str):
 
 def _reduce_tensor(tensor):
     if tensor.device.type == DEVICE_TYPE:
+        if torch.utils.data.get_worker_info() is not None:
+            # A DataLoader worker's batch goes one way and is only read: on CUDA it arrives through
+            # IPC, here as a copy made again on the device by the receiving process (same values).
+            return _rebuild_on_device, (tensor.detach().cpu(), tensor.requires_grad)
         _refuse("tensor")
     return reductions.reduce_tensor(tensor)
+
+
+def _rebuild_on_device(host: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    return host.to(state.device).requires_grad_(requires_grad)
 
 
 def _reduce_storage(storage):
