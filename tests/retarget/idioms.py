@@ -519,4 +519,7 @@ IDIOMS = [
      "result = (device.index, rebuilt, torch.zeros(1, device=rebuilt).is_cuda, torch.device('cuda').index, "
      "Frame().index, [3, 4].index(4))",
      "result = (0, 'cuda:0', True, None, 'rows', 1)"),
+    ("cuda_initialized_flag_after_device_work",
+     "import torch\nx = torch.ones(1, device='cuda')\nresult = (torch.cuda._initialized, torch.cuda.is_initialized())",
+     "result = (True, True)"),
 ]

@@ -808,6 +808,7 @@ def build_cuda_module() -> types.ModuleType:
         **replaced, "_record_memory_history": _record_memory_history, "_snapshot": _snapshot,
         "_dump_snapshot": _dump_snapshot})
     module.nvtx = _build_nvtx()
+    module._initialized = True  # as is_initialized(): code gating device RNG state on the flag reads it
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
         "custom_fwd": amp.custom_fwd, "custom_bwd": amp.custom_bwd})
