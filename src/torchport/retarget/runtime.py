@@ -336,10 +336,10 @@ def device_type(site: int, obj):
     """`d.type` in the application: 'cuda' for a torch.device standing for CUDA, as on a GPU machine
     (`device.type == "cuda"` branches, `enabled=device.type == "cuda"`): a device of the target's
     type; on the CPU target, where every host device has that type, only the devices the
-    application made from CUDA names (one object per ordinal: `Retarget.stands_for_cuda`)."""
+    application made from CUDA names (one object per ordinal: `Retarget.cuda_ordinal`)."""
     if obj.__class__ is _device_type:
         kind = obj.type
-        if kind == _rt.type and (kind != "cpu" or _rt.stands_for_cuda(obj)):
+        if kind == _rt.type and (kind != "cpu" or _rt.cuda_ordinal(obj) is not False):
             _hit(site)
             return "cuda"
         return kind

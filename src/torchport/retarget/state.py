@@ -90,10 +90,6 @@ class Retarget:
             self._device_cache[index] = device
             return device
 
-    def stands_for_cuda(self, device) -> bool:
-        """True for a torch.device this run made for a CUDA name ('cuda', 'cuda:N', an ordinal)."""
-        return any(device is made for made in self._device_cache.values())
-
     def cuda_ordinal(self, device):
         """The CUDA ordinal (None for plain 'cuda') this run made `device` for, or False."""
         for ordinal, made in self._device_cache.items():
