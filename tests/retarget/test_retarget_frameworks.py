@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 import types
 
@@ -391,3 +393,38 @@ def test_lightning_mixed_precision_autocasts_on_a_target_lightning_does_not_know
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values() == {"device": "emulated", "dtype": dtype, "scaler": scaler}
     assert "CUDA is not available" not in result.stderr
+
+
+ACCELERATE_TORCHRUN = """
+import os, torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(torch.nn.Linear(4, 1).to(accelerator.device))
+torch.manual_seed(accelerator.process_index)  # each process its own batch: DDP averages the gradients
+model(torch.randn(8, 4, device=accelerator.device)).sum().backward()
+gradient = model.module.weight.grad.cpu() if hasattr(model, "module") else model.weight.grad.cpu()
+gathered = accelerator.gather(gradient.to(accelerator.device)[None]).cpu()
+with open(f"rank{os.environ['LOCAL_RANK']}.txt", "w") as out:
+    out.write(f"{accelerator.num_processes} {bool(torch.equal(gathered[0], gathered[-1]))}")
+"""
+
+
+@pytest.mark.skipif(not _installed("accelerate"), reason="needs accelerate")
+def test_accelerate_under_torchrun_runs_distributed_or_says_it_cannot(tmp_path):
+    # a GPU machine runs 2 processes of Accelerate's MULTI_GPU with averaged gradients. The CPU target
+    # rehearses that with Accelerate's MULTI_CPU; Accelerate cannot distribute on a device it does not
+    # know (the emulated one): the program stops with the reason rather than train each process alone
+    script = tmp_path / "train.py"
+    script.write_text(ACCELERATE_TORCHRUN)
+    env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    for device in ("cpu", "neuron-emulated"):
+        completed = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                    "-m", "torchport", "run", "--device", device, str(script)],
+                                   capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        if device == "cpu":
+            assert completed.returncode == 0, completed.stderr[-3000:]
+            assert [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)] == ["2 True", "2 True"]
+        else:
+            assert completed.returncode != 0
+            assert "accelerate's distributed run (2 processes)" in completed.stderr
+            assert "Rehearse the distributed run with --device cpu" in completed.stderr

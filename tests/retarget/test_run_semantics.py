@@ -141,10 +141,14 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                       "torch.cuda.set_device(local_rank)\n"
                       "ngpus = torch.cuda.device_count()\n"
                       "x = torch.ones(1).cuda()\n"
+                      # a GPU machine reports the tensor on the rank's own device (checkpoint code
+                      # builds map_location=f'cuda:{x.get_device()}' from it)
+                      "ordinals = (x.get_device(), torch.ones(1, device=f'cuda:{local_rank}').get_device(),\n"
+                      "            torch.ones(1).to(local_rank).device.index)\n"
                       # one file per rank: the two ranks' prints can interleave on the shared stdout
                       "with open(f'rank{local_rank}.txt', 'w') as out:\n"
                       "    out.write(str((ngpus, torch.cuda.current_device(), 64 // ngpus, "
-                      "local_rank % ngpus == 0, x.device.__str__().split(':')[0])))\n")
+                      "local_rank % ngpus == 0, x.device.__str__().split(':')[0], ordinals)))\n")
     env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     for device, device_type in (("cpu", "cpu"), ("neuron-emulated", "emulated")):
@@ -153,4 +157,7 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                                    capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
         assert completed.returncode == 0, completed.stderr[-2000:]
         seen = {rank: (tmp_path / f"{rank}.txt").read_text() for rank in ("rank0", "rank1")}
-        assert seen == {"rank0": f"(2, 0, 32, True, '{device_type}')", "rank1": f"(2, 1, 32, False, '{device_type}')"}
+        # on the CPU target a tensor's device reads as the host's ('cpu', index None: README table)
+        index = (0, 1) if device_type != "cpu" else (None, None)
+        assert seen == {"rank0": f"(2, 0, 32, True, '{device_type}', (0, 0, {index[0]}))",
+                        "rank1": f"(2, 1, 32, False, '{device_type}', (1, 1, {index[1]}))"}

@@ -140,7 +140,8 @@ def _steer_accelerate(retarget, names: dict, environ) -> str:
     device = str(retarget.backend.device(None))
     setting = _set(environ, "ACCELERATE_TORCH_DEVICE", device)
     return (f"run on {target} ({setting}; Accelerate does not know {retarget.type!r}, so every "
-            "process uses that device)")
+            "process uses that device, and it cannot run distributed there: under torchrun the "
+            "application's Accelerator() / Trainer() stops with the reason)")
 
 
 def _steer_lightning(retarget, names: dict, environ) -> str:
@@ -170,6 +171,8 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
     names), decides instead."""
     from torchport.retarget import state
 
+    if state.current() is not None and (_is_accelerator(function) or _is_transformers_trainer(function)):
+        _refuse_undistributed(state.current(), function, site)
     if state.current() is not None and "mixed_precision" not in kwargs and _is_accelerator(function):
         # `accelerate launch --mixed_precision fp16` (or its config) hands the choice over in the
         # environment, which Accelerator() reads when not given one: the same request as the keyword
@@ -183,6 +186,31 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
     if os.environ.get(_lightning_environment(function)[0]) is not None:
         return
     lightning_keywords(kwargs, site, function, default="auto")
+
+
+def _refuse_undistributed(retarget, function, site: int) -> None:
+    """Accelerate (and the transformers Trainer through it) runs distributed only on devices it knows:
+    under torchrun on a target it does not know (the emulated device), each process would train alone
+    on the whole dataset, a different run from the GPU machine's, without a word. That is refused."""
+    if retarget.type == "cpu" or framework_names(retarget.backend).get("accelerate"):
+        return
+    processes = os.environ.get("WORLD_SIZE", "")
+    if os.environ.get("LOCAL_RANK") is None or not processes.isdigit() or int(processes) < 2:
+        return
+    from torchport.retarget.runtime import SITES
+
+    retarget.unsupported(
+        f"{function.__module__.partition('.')[0]}'s distributed run ({processes} processes)",
+        f"Accelerate distributes only on devices it knows, and it does not know {retarget.type!r}: each "
+        "process would train alone. Rehearse the distributed run with --device cpu (Accelerate's "
+        f"MULTI_CPU), run one process on {retarget.backend.name}, or run on the real target",
+        SITES[site])
+
+
+def _is_transformers_trainer(function) -> bool:
+    return isinstance(function, type) and any(
+        cls.__name__ == "Trainer" and cls.__module__.startswith("transformers") for cls in function.__mro__
+    )
 
 
 def _lightning_environment(function) -> tuple[str, str]:

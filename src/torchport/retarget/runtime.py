@@ -349,12 +349,16 @@ def device_type(site: int, obj):
 def device_index(site: int, obj):
     """`d.index` in the application: for a torch.device made from a CUDA name, the ordinal it named
     (`torch.device(f"cuda:{local_rank}").index` is the local rank, as on a GPU machine, where the
-    target's device may have no index (the CPU) or another one); else the device's own."""
+    target's device may have no index (the CPU) or another one); for another device of an
+    accelerator target (a tensor's), the CUDA ordinal it stands for; else the device's own."""
     if obj.__class__ is _device_type:
         ordinal = _rt.cuda_ordinal(obj)
         if ordinal is not False:
             _hit(site)
             return ordinal
+        if _rt.accelerator and obj.type == _rt.type:
+            _hit(site)
+            return _rt.ordinal_of(obj.index)
     return obj.index
 
 
@@ -363,11 +367,7 @@ def get_device(site: int, obj, *args, **kwargs):
     target torch answers -1, which `torch.zeros(n, device=x.get_device())` cannot take)."""
     if isinstance(obj, _Tensor) and not args and not kwargs and obj.device.type == _rt.type:
         _hit(site)
-        index = obj.device.index
-        if index is None:
-            return 0
-        visible = _rt.visible()
-        return visible.index(index) if index in visible else index
+        return _rt.ordinal_of(obj.device.index)
     return obj.get_device(*args, **kwargs)
 
 

@@ -97,6 +97,18 @@ class Retarget:
                 return ordinal
         return False
 
+    def ordinal_of(self, index: int | None) -> int:
+        """The CUDA ordinal a tensor on target device `index` is on, as a GPU machine reports it.
+        Where CUDA ordinals share a target device (more torchrun processes than devices, the CPU),
+        the device the process made current is the one it uses: its ordinal is the answer."""
+        current = self.current_ordinal
+        if current is not None and self.device(current).index == index:
+            return current
+        if index is None:
+            return 0
+        visible = self.visible()
+        return visible.index(index) if index in visible else index
+
     def map_string(self, value: str) -> str:
         """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
         try:
