@@ -107,3 +107,31 @@ def test_local_rank_device_streams_and_device_contexts_run_on_xla(tmp_path):
         "print(isinstance(s, torch.cuda.Stream), y.sum().item(), z.device.__str__().split(':')[0], torch.cuda.current_device())\n"
     )
     assert _run_on_xla(program).stdout.split() == ["True", "6.0", "xla", "0"]
+
+
+def test_memory_sized_batches_and_forked_host_rng_work_on_xla(tmp_path):
+    # batch sizing from total_memory / mem_get_info() read 0 bytes on XLA's CPU runtime (which reports
+    # no memory), so the program chose no batch; it reads the profile's TPU memory now, reported.
+    # torch.random.fork_rng(devices=[]) (dropout-free eval, data augmentation) raised "torch has no
+    # module of `xla`": the host generator is forked as torch forks it, the device's through torch_xla
+    program = tmp_path / "memory_rng.py"
+    program.write_text(
+        "import torch\n"
+        "total = torch.cuda.get_device_properties(0).total_memory\n"
+        "free, whole = torch.cuda.mem_get_info()\n"
+        "batch = max(1, int(free * 0.5) // (4 * 1024 * 1024 * 64))\n"
+        "torch.manual_seed(0)\n"
+        "expected = torch.rand(2)\n"
+        "torch.manual_seed(0)\n"
+        "with torch.random.fork_rng(devices=[]):\n"
+        "    torch.manual_seed(7)\n"
+        "    torch.rand(5)\n"
+        "with torch.random.fork_rng(devices=[torch.cuda.current_device()]):\n"
+        "    torch.rand(4, device='cuda').sum().item()\n"
+        "print(total == whole, whole // 2**30, batch > 0, torch.equal(torch.rand(2), expected))\n"
+    )
+    report = tmp_path / "report.json"
+    completed = _run_on_xla(program, "--report", str(report))
+    assert completed.stdout.split() == ["True", "16", "True", "True"]
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    assert "read the profile's 16 GiB" in decisions["device memory size"]

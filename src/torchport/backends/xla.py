@@ -106,6 +106,19 @@ class XLABackend(Backend):
         register_optimizer_step_post_hook(lambda *args: xm.mark_step())
         return ["xm.mark_step() after every optimizer step"]
 
+    def total_memory(self, index: int = 0) -> int:
+        """What torch_xla's runtime reports for the device (`bytes_limit`, or `kb_total` in older
+        releases); 0 where it reports nothing (the CPU runtime: "GetAllocatorStats is not supported")."""
+        import torch_xla.core.xla_model as xm
+
+        try:
+            info = xm.get_memory_info(self.device(index))
+        except Exception:
+            return 0
+        if "bytes_limit" in info:
+            return int(info["bytes_limit"])
+        return int(info.get("kb_total", 0)) * 1024
+
     def memory_stat(self, stat: str, index: int | None = None) -> int:
         """Only the current allocation is known to torch_xla; peaks and reservations read 0."""
         import torch_xla.core.xla_model as xm

@@ -138,7 +138,7 @@ def get_device_properties(device=None):
     processors = 1 if retarget.accelerator else (os.cpu_count() or 1)
     return types.SimpleNamespace(
         name=retarget.backend.device_name(index),
-        total_memory=retarget.backend.total_memory(index),
+        total_memory=_total_memory(retarget, index),
         major=major,
         minor=minor,
         multi_processor_count=processors,
@@ -146,6 +146,23 @@ def get_device_properties(device=None):
         is_multi_gpu_board=False,
         type=retarget.type,
     )
+
+
+def _total_memory(retarget, index: int) -> int:
+    """The device's memory size as its runtime reports it; where the runtime reports none (XLA's CPU
+    runtime), the profile's, and the report says so: code sizing batches from total_memory would
+    otherwise read 0 bytes."""
+    total = retarget.backend.total_memory(index)
+    if total > 0:
+        return total
+    try:
+        profile = retarget.backend.profile()
+    except Exception:  # a third-party backend without a profile
+        return total
+    retarget.decide("device memory size", f"{retarget.backend.name}'s runtime reports no memory size here: "
+                                          f"total_memory and mem_get_info() read the profile's "
+                                          f"{profile.memory_bytes / 2**30:g} GiB ({profile.title})", kind="device")
+    return profile.memory_bytes
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -235,7 +252,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 def mem_get_info(device=None) -> tuple[int, int]:
     retarget = _rt()
     retarget.redirected("torch.cuda.mem_get_info")
-    total = retarget.backend.total_memory(0)
+    total = _total_memory(retarget, 0)
     used = retarget.backend.memory_stat("memory_reserved")
     return max(total - used, 0), total
 

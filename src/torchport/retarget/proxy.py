@@ -9,6 +9,7 @@ libraries and stays the truth: `sys.modules["torch"].cuda` is the real torch.cud
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 import torch
@@ -231,9 +232,26 @@ def _fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devic
         retarget = state.current()
         if retarget.accelerator:
             device_type = retarget.type
+            if getattr(torch, device_type, None) is None:  # torch_xla registers no torch.xla module
+                return _fork_device_rng(retarget.backend.device_module(), devices, enabled)
         else:
             devices = []
     return torch.random.fork_rng(devices, enabled, _caller, _devices_kw, device_type)
+
+
+@contextlib.contextmanager
+def _fork_device_rng(module, devices, enabled: bool):
+    """fork_rng for a target whose RNG torch cannot reach (no torch.<type> module): the host
+    generator as torch forks it, the device's through the backend's device module."""
+    with torch.random.fork_rng(devices=[], enabled=enabled):
+        if not enabled or (devices is not None and len(devices) == 0):
+            yield
+            return
+        saved = module.get_rng_state()
+        try:
+            yield
+        finally:
+            module.set_rng_state(saved)
 
 
 def _get_device_module(device=None):
