@@ -17,6 +17,8 @@ from torchport.emulated.storage import (
     BLOCK_ATTRIBUTE,
     GEOMETRY_KEYS,
     Block,
+    check_fits,
+    host_out_of_memory,
     block_of,
     is_device,
     set_storage,
@@ -272,7 +274,13 @@ def fallback(op, *args, **kwargs):
                 value = _unwrap(value, info, found)
             host_kwargs[key] = value
     account(info, host_args, host_kwargs)
-    result = op(*host_args, **host_kwargs)
+    try:
+        result = op(*host_args, **host_kwargs)
+    except RuntimeError as error:
+        device_error = host_out_of_memory(error, info.name)
+        if device_error is None:
+            raise
+        raise device_error from error
     for index in info.unreturned_writes:
         if index < len(args):
             _follow_resize(args[index], host_args[index])
@@ -357,6 +365,7 @@ def _copy_from(op, args, kwargs):
 
 def _set_source_storage(wrapper, storage, offset, size, stride):
     if storage.device.type == DEVICE_TYPE and not hasattr(storage, BLOCK_ATTRIBUTE):
+        check_fits(storage.nbytes())  # before the host allocates it
         host_storage = torch.UntypedStorage(storage.nbytes())
         setattr(storage, BLOCK_ATTRIBUTE, Block(host_storage, storage.nbytes()))
     set_storage.redispatch(GEOMETRY_KEYS, wrapper, storage, offset, size, stride)

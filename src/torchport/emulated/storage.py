@@ -42,6 +42,7 @@ class Block:
     def __init__(self, storage: torch.UntypedStorage, nbytes: int) -> None:
         if state.forked_after_use:
             raise _forked_error()
+        check_fits(nbytes)
         self.storage = storage
         self.nbytes = nbytes
         self.views: dict[torch.dtype, torch.Tensor] = {}
@@ -79,6 +80,49 @@ class Block:
         state.bytes_freed += self.nbytes
         state.frees += 1
         self._forget_pointer()
+
+
+def check_fits(nbytes: int) -> None:
+    """The device holds the profile's `memory_bytes`: an allocation beyond what is left raises what
+    CUDA's allocator raises there (torch.OutOfMemoryError, "... out of memory. Tried to allocate ..."),
+    so the application's out-of-memory handling runs as on the target, before the host's own limit."""
+    profile = state.profile
+    if profile is None or state.allocated + nbytes <= profile.memory_bytes:
+        return
+    total = profile.memory_bytes
+    raise torch.OutOfMemoryError(
+        f"{profile.name}-emulated out of memory. Tried to allocate {_gib(nbytes)}. Device 0 has a total capacity "
+        f"of {_gib(total)} of which {_gib(max(total - state.allocated, 0))} is free; {_gib(state.allocated)} is "
+        "allocated by PyTorch on the device. The capacity is the profile's memory_bytes."
+    )
+
+
+def host_out_of_memory(error: RuntimeError, op_name: str) -> torch.OutOfMemoryError | None:
+    """The device's out-of-memory error for the host allocator failing under a device op (the host
+    holds the device's bytes, and may hold less than the device): what the application's handler
+    for the target's out-of-memory catches. None when `error` is not the host running out."""
+    global _HOST_MESSAGES
+    if _HOST_MESSAGES is None:
+        from torchport.profiles import load
+
+        _HOST_MESSAGES = tuple(load("cpu").data["out_of_memory"]["messages"])
+    message = str(error)
+    if not any(phrase in message for phrase in _HOST_MESSAGES):
+        return None
+    name = state.profile.name if state.profile is not None else "the target"
+    return torch.OutOfMemoryError(
+        f"{name}-emulated out of memory in {op_name}: the host, which holds the emulated device's bytes, could not "
+        f"allocate them ({message.strip().splitlines()[0]}); {_gib(state.allocated)} is allocated by PyTorch on "
+        "the device."
+    )
+
+
+#: The host allocator's out-of-memory phrases (the cpu profile's `out_of_memory.messages`).
+_HOST_MESSAGES: tuple[str, ...] | None = None
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
 
 
 def _forked_error() -> EmulatedDeviceError:
