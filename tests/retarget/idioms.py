@@ -522,4 +522,10 @@ IDIOMS = [
     ("cuda_initialized_flag_after_device_work",
      "import torch\nx = torch.ones(1, device='cuda')\nresult = (torch.cuda._initialized, torch.cuda.is_initialized())",
      "result = (True, True)"),
+    ("emit_nvtx_ranges_around_a_step",  # the nsys/nvprof idiom (DeepSpeed, Megatron profiling flags)
+     "import torch\nfrom torch.autograd.profiler import emit_nvtx\nx = torch.ones(4, device='cuda', requires_grad=True)\n"
+     "with torch.autograd.profiler.emit_nvtx(record_shapes=True):\n    with emit_nvtx(enabled=False):\n"
+     "        pass\n    y = (x * 2).sum()\n    y.backward()\n"
+     "result = (y.item(), x.grad.tolist(), isinstance(emit_nvtx(), torch.autograd.profiler.emit_nvtx))",
+     "result = (8.0, [2.0, 2.0, 2.0, 2.0], True)"),
 ]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from torchport.retarget import state
 from torchport.retarget.state import Retarget
 
-__all__ = ["activities", "use_device", "use_cuda"]
+__all__ = ["activities", "use_device", "use_cuda", "emit_nvtx"]
 
 _CUDA = torch.profiler.ProfilerActivity.CUDA
 
@@ -82,3 +83,27 @@ def use_cuda(retarget: Retarget, site, function, kwargs: dict) -> None:
         kwargs["activities"] = [*(kwargs.get("activities") or [torch.profiler.ProfilerActivity.CPU]), target]
     elif kwargs.get("use_device") is None:
         kwargs["use_device"] = retarget.type
+
+
+class emit_nvtx(torch.autograd.profiler.emit_nvtx):  # noqa: N801 - the genuine class's name
+    """`with torch.autograd.profiler.emit_nvtx():` marks ops with NVTX ranges for NVIDIA's profilers
+    (nsys, nvprof), which do not exist on the target: the block runs unmarked, reported as a no-op
+    (torch's own __enter__ synchronizes CUDA and stops on a machine without it)."""
+
+    def __enter__(self):
+        retarget = state.current()
+        if retarget is None or retarget.type == "cuda" or not self.enabled:
+            return super().__enter__()
+        if self.entered:
+            raise RuntimeError("NVTX annotation context manager is not reentrant")
+        retarget.noop("torch.autograd.profiler.emit_nvtx",
+                      f"NVTX ranges are read by NVIDIA's profilers (nsys, nvprof): none on {retarget.backend.name}")
+        self.entered = True
+        self._torchport_unmarked = True
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self.__dict__.pop("_torchport_unmarked", False):
+            self.entered = False
+            return False
+        return super().__exit__(exc_type, exc_val, exc_tb)

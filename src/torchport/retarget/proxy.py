@@ -14,8 +14,8 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed, runtime,
-                                state, sync_batchnorm)
+from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed, profiler,
+                                runtime, state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -288,6 +288,8 @@ class Facades:
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng, "manual_seed": _manual_seed})
         self.attention = _facade_module(torch.nn.attention, {"sdpa_kernel": attention.sdpa_kernel})
+        self.autograd_profiler = _facade_module(torch.autograd.profiler, {"emit_nvtx": profiler.emit_nvtx})
+        self.autograd = _facade_module(torch.autograd, {"profiler": self.autograd_profiler})
         self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
                                             "DataParallel": data_parallel.DataParallel,
                                             "attention": self.attention})
@@ -300,6 +302,7 @@ class Facades:
                 "backends": self.backends,
                 "random": self.random,
                 "nn": self.nn,
+                "autograd": self.autograd,
                 "device": DeviceFacade,
                 "Generator": GeneratorFacade,
                 "autocast": amp.autocast,
@@ -331,6 +334,8 @@ class Facades:
             "torch.random": self.random,
             "torch.nn": self.nn,
             "torch.nn.attention": self.attention,
+            "torch.autograd": self.autograd,
+            "torch.autograd.profiler": self.autograd_profiler,
         }
 
 
