@@ -528,4 +528,8 @@ IDIOMS = [
      "        pass\n    y = (x * 2).sum()\n    y.backward()\n"
      "result = (y.item(), x.grad.tolist(), isinstance(emit_nvtx(), torch.autograd.profiler.emit_nvtx))",
      "result = (8.0, [2.0, 2.0, 2.0, 2.0], True)"),
+    ("event_timer_logged",  # DeepSpeed's CudaEventTimer objects end up in log lines
+     "import torch\nstart = torch.cuda.Event(enable_timing=True)\nbefore = repr(start)\nstart.record()\n"
+     "result = (before, repr(start)[:20], f'{start}'.startswith('<torch.cuda.Event 0x'), start.cuda_event != 0)",
+     "result = ('<torch.cuda.Event uninitialized>', '<torch.cuda.Event 0x', True, True)"),
 ]

@@ -426,7 +426,15 @@ class Event(_real_cuda.Event, metaclass=StandIn, genuine=_real_cuda.Event):
             self._synchronize = retarget.backend.synchronize
         self.enable_timing = enable_timing
 
+    @property
+    def cuda_event(self) -> int:
+        """A handle for the event once recorded, 0 before (what torch's repr and ctypes read)."""
+        return id(self) if self._recorded else 0
+
+    _recorded = False
+
     def record(self, stream=None) -> None:
+        self._recorded = True
         if self._torchport_real is not None:
             real_stream = getattr(stream, "_torchport_real", stream)
             self._torchport_real.record(real_stream) if real_stream is not None else self._torchport_real.record()
