@@ -532,4 +532,13 @@ IDIOMS = [
      "import torch\nstart = torch.cuda.Event(enable_timing=True)\nbefore = repr(start)\nstart.record()\n"
      "result = (before, repr(start)[:20], f'{start}'.startswith('<torch.cuda.Event 0x'), start.cuda_event != 0)",
      "result = ('<torch.cuda.Event uninitialized>', '<torch.cuda.Event 0x', True, True)"),
+    ("cuda_comm_single_process_collectives",  # PyTorch-Encoding's parallel.py, DataParallel-style code
+     "import torch\nimport torch.cuda.comm as comm\nx = torch.arange(6.0, device='cuda').view(3, 2)\n"
+     "copies = comm.broadcast(x, devices=[0])\nparts = comm.scatter(x, devices=[0], dim=1)\n"
+     "total = comm.reduce_add([x, x * 2], destination=0)\nback = comm.gather([x, x], dim=0, destination=-1)\n"
+     "coalesced = comm.broadcast_coalesced([x, x[0]], [0])\n"
+     "result = (copies[0] is x, parts[0].tolist(), total.tolist(), total.is_cuda, tuple(back.shape), str(back.device),\n"
+     "          len(coalesced), coalesced[0][0] is x, comm.reduce_add_coalesced([[x]], 0)[0].tolist())",
+     "result = (True, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], [[0.0, 3.0], [6.0, 9.0], [12.0, 15.0]], True, (6, 2), "
+     "'cpu', 1, True, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])"),
 ]

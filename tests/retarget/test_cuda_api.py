@@ -149,6 +149,13 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     assert fallback.returncode == 0, fallback.stderr
     assert fallback.values()["path"] == "sdpa"
     assert "scaled_dot_product_attention" in fallback.values()["message"]
+    # NCCL's single-process collectives: code checking is_available() takes its other path; a call
+    # stops at the call site with the alternative (a raw "torch._C has no attribute '_nccl_version'")
+    nccl = program("import torch.cuda.nccl as nccl, torch\nx = torch.ones(2, device='cuda')\n"
+                   "print('available=' + str(nccl.is_available([x])))\nnccl.version()\n", "--device", "cpu")
+    assert nccl.returncode == 1 and nccl.values()["available"] == "False"
+    last = nccl.stderr.strip().splitlines()[-1]
+    assert "torch.cuda.nccl.version" in last and "app.py:4" in last and "torch.distributed" in last
 
 
 def test_strict_turns_silent_noops_into_errors(program):

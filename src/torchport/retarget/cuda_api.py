@@ -725,8 +725,11 @@ _UNSUPPORTED = {
     "graph": "Use torch.compile(model, mode='reduce-overhead')",
     "graphs": "Use torch.compile(model, mode='reduce-overhead')",
     "jiterator": "Use a torch.compile'd Python function",
-    "comm": "Use torch.distributed collectives",
 }
+
+#: torch.cuda.nccl's single-process collectives (version gates, DataParallel-style reductions).
+_NCCL_ALTERNATIVE = ("Use torch.distributed: 'nccl' process groups run on the target's collectives, or "
+                     "torch.cuda.comm, which runs on the target")
 
 
 def _unsupported(name: str):
@@ -797,6 +800,37 @@ class _CudaModule(types.ModuleType):
         return value
 
 
+def _build_comm() -> types.ModuleType:
+    """torch.cuda.comm on the target's devices (retarget/cuda_comm.py)."""
+    import torch.cuda.comm as real_comm
+
+    from torchport.retarget import cuda_comm
+
+    return facade_module(real_comm, {name: getattr(cuda_comm, name) for name in cuda_comm.__all__})
+
+
+def _build_nccl() -> types.ModuleType:
+    """torch.cuda.nccl: NCCL's single-process collectives do not exist off CUDA. `is_available(tensors)`
+    answers False, as torch does for tensors NCCL cannot take, so code checking it takes its other
+    path; the collectives and version() stop with the alternative."""
+    import torch.cuda.nccl as real_nccl
+
+    def is_available(tensors) -> bool:
+        _rt().noop("torch.cuda.nccl.is_available", "no NCCL on the target: False, as for tensors NCCL cannot take")
+        return False
+
+    def unsupported(name: str):
+        def function(*args, **kwargs):
+            _rt().unsupported(f"torch.cuda.nccl.{name}", _NCCL_ALTERNATIVE)
+
+        function.__name__ = name
+        return function
+
+    names = ("version", "unique_id", "init_rank", "all_reduce", "reduce", "broadcast", "all_gather",
+             "reduce_scatter")
+    return facade_module(real_nccl, {"is_available": is_available, **{name: unsupported(name) for name in names}})
+
+
 def build_cuda_module() -> types.ModuleType:
     """A fresh `torch.cuda` facade module."""
     module = _CudaModule("torch.cuda", __doc__)
@@ -833,6 +867,8 @@ def build_cuda_module() -> types.ModuleType:
         **replaced, "_record_memory_history": _record_memory_history, "_snapshot": _snapshot,
         "_dump_snapshot": _dump_snapshot})
     module.nvtx = _build_nvtx()
+    module.comm = _build_comm()
+    module.nccl = _build_nccl()
     module._initialized = True  # as is_initialized(): code gating device RNG state on the flag reads it
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
@@ -846,5 +882,6 @@ def build_cuda_module() -> types.ModuleType:
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
-                                if not name.startswith("__") and name not in ("amp", "nvtx", "profiler", "memory")})
+                                if not name.startswith("__")
+                                and name not in ("amp", "nvtx", "profiler", "memory", "comm", "nccl")})
     return module

@@ -326,6 +326,8 @@ class Facades:
             "torch.cuda.nvtx": self.cuda.nvtx,
             "torch.cuda.profiler": self.cuda.profiler,
             "torch.cuda.memory": self.cuda.memory,
+            "torch.cuda.comm": self.cuda.comm,
+            "torch.cuda.nccl": self.cuda.nccl,
             "torch.amp": self.amp,
             "torch.distributed": self.distributed,
             "torch.backends": self.backends,
