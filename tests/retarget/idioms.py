@@ -541,4 +541,8 @@ IDIOMS = [
      "          len(coalesced), coalesced[0][0] is x, comm.reduce_add_coalesced([[x]], 0)[0].tolist())",
      "result = (True, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], [[0.0, 3.0], [6.0, 9.0], [12.0, 15.0]], True, (6, 2), "
      "'cpu', 1, True, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])"),
+    ("autocast_dtype_read_before_the_region",  # sizing buffers / choosing kernels by the amp dtype
+     "import torch\nbefore = torch.get_autocast_dtype('cuda')\nwith torch.autocast('cuda'):\n"
+     "    inside = torch.get_autocast_dtype('cuda')\nresult = (before, inside, torch.get_autocast_dtype('cuda'))",
+     "import torch\nresult = (torch.float16, torch.float16, torch.float16)"),
 ]

@@ -248,10 +248,15 @@ def is_autocast_enabled(device_type=None) -> bool:
 
 
 def get_autocast_dtype(device_type: str):
-    """`torch.get_autocast_dtype("cuda")`: the dtype the target's autocast runs with."""
-    return torch.get_autocast_dtype(_autocast_type(device_type))
+    """`torch.get_autocast_dtype("cuda")`: the dtype the target's autocast runs with; outside a region,
+    the dtype a CUDA autocast without one would run with here (CUDA's float16 under the precision
+    policy), not the target's own default (the CPU's is bfloat16)."""
+    kind = _autocast_type(device_type)
+    if kind != device_type and not torch.is_autocast_enabled(kind):
+        return effective_dtype(None) or torch.float16
+    return torch.get_autocast_dtype(kind)
 
 
 def get_autocast_gpu_dtype():
     """`torch.get_autocast_gpu_dtype()` (deprecated CUDA form): the target's autocast dtype."""
-    return torch.get_autocast_dtype(_autocast_type(None))
+    return get_autocast_dtype("cuda")
