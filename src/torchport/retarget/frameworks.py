@@ -180,6 +180,11 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
         if requested in _ACCELERATE_MIXED:
             kwargs["mixed_precision"] = requested
         return
+    if state.current() is not None and state.current().type == "cpu" and "precision" in kwargs \
+            and _is_lightning(function) and _takes_accelerator(function) \
+            and str(kwargs.get("accelerator", "auto")).lower() in _LIGHTNING_CUDA_NAMES:
+        # Lightning itself turns 16-mixed into bf16-mixed on the CPU: the precision policy decides
+        _lightning_precision(function, kwargs, state.current())
     if state.current() is None or "accelerator" in kwargs or not _is_lightning(function) \
             or not _takes_accelerator(function):
         return
@@ -408,8 +413,10 @@ def _lightning_precision(function, kwargs: dict, retarget) -> None:
     plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     kwargs["plugins"] = [*plugins, mixed(precision, device=retarget.type, scaler=scaler)]
     del kwargs["precision"]
+    otherwise = ("it would run bf16-mixed on the CPU" if retarget.type == "cpu"
+                 else "it autocasts on 'cuda' otherwise")
     retarget.decide(topic, f"{precision} autocast on {retarget.backend.name} (Lightning's MixedPrecision plugin "
-                           f"for device {retarget.type!r}; it autocasts on 'cuda' otherwise)")
+                           f"for device {retarget.type!r}; {otherwise})")
 
 
 #: (module of Lightning's Accelerator base, where the callee's module starts with the prefix)
