@@ -141,6 +141,9 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     assert graph.returncode == 1
     last = graph.stderr.strip().splitlines()[-1]
     assert "torch.cuda.CUDAGraph" in last and "app.py:2" in last and "torch.compile" in last
+    pool = program("import torch\npool = torch.cuda.graph_pool_handle()\n", "--device", "cpu")
+    last = pool.stderr.strip().splitlines()[-1]
+    assert pool.returncode == 1 and "torch.cuda.graph_pool_handle" in last and "app.py:2" in last
     fallback = program(
         "try:\n    import flash_attn\n    print('path=flash')\nexcept ImportError as error:\n"
         "    print('path=sdpa')\n    print('message=' + str(error))\n",

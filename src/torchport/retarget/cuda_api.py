@@ -724,6 +724,7 @@ _UNSUPPORTED = {
     "CUDAGraph": "Use torch.compile(model, mode='reduce-overhead'), which uses the target's graph capture if any",
     "graph": "Use torch.compile(model, mode='reduce-overhead')",
     "graphs": "Use torch.compile(model, mode='reduce-overhead')",
+    "graph_pool_handle": "Use torch.compile(model, mode='reduce-overhead'), which pools its graphs' memory itself",
     "jiterator": "Use a torch.compile'd Python function",
 }
 
