@@ -281,3 +281,23 @@ def test_the_device_holds_the_profiles_memory_and_runs_out_as_cuda_does(target):
     target("neuron")
     with pytest.raises(torch.OutOfMemoryError, match="neuron-emulated out of memory"):
         torch.empty(2**40, device=DEVICE)
+
+
+def test_ddp_searching_for_unused_parameters_is_named_as_not_emulated(target, tmp_path):
+    # the reducer needs a C++ pinned allocator for it: refused at construction with the ways on,
+    # rather than deep in the first backward ("register PrivateUse1HooksInterface")
+    import torch.distributed as dist
+
+    from torchport.emulated import distributed
+
+    target("neuron")
+    distributed.install()
+    dist.init_process_group(distributed.BACKEND_NAME, init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        with pytest.raises(NotEmulatedError, match=r"find_unused_parameters=True\) is not emulated.*--device cpu"):
+            nn.parallel.DistributedDataParallel(nn.Linear(4, 2).to(DEVICE), find_unused_parameters=True)
+        model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2).to(DEVICE))
+        model(torch.ones(3, 4, device=DEVICE)).sum().backward()
+        assert model.module.weight.grad.cpu().tolist() == [[3.0] * 4] * 2
+    finally:
+        dist.destroy_process_group()

@@ -138,3 +138,29 @@ def install() -> None:
                 library.impl(name, _kernel(name), "PrivateUse1")
     _library = library
     _register_backend()
+    _refuse_unused_parameter_search()
+
+
+def _refuse_unused_parameter_search() -> None:
+    """DDP(find_unused_parameters=True) copies its map of used parameters to the device through
+    pinned host memory, which needs a C++ pinned allocator a Python backend cannot register: the
+    first backward would stop deep in the reducer with a message about PrivateUse1 hooks. A module on
+    the emulated device is refused at construction with what is missing and the ways on."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    genuine = DistributedDataParallel.__init__
+
+    def __init__(self, module, *args, **kwargs):
+        if kwargs.get("find_unused_parameters") and any(
+                parameter.device.type == DEVICE_TYPE for parameter in module.parameters()):
+            from torchport.emulated.errors import not_emulated
+
+            raise not_emulated("DistributedDataParallel(find_unused_parameters=True)",
+                               "the reducer copies its map of used parameters to the device through pinned host "
+                               "memory, which the emulated device cannot allocate for C++ code; rehearse it with "
+                               "--device cpu, or pass find_unused_parameters=False where every parameter gets a "
+                               "gradient")
+        genuine(self, module, *args, **kwargs)
+
+    __init__.__wrapped__ = genuine
+    DistributedDataParallel.__init__ = __init__
