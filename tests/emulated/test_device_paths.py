@@ -301,3 +301,20 @@ def test_ddp_searching_for_unused_parameters_is_named_as_not_emulated(target, tm
         assert model.module.weight.grad.cpu().tolist() == [[3.0] * 4] * 2
     finally:
         dist.destroy_process_group()
+
+
+def test_distributed_checkpoint_saves_and_loads_device_tensors(target, tmp_path):
+    # torch.distributed.checkpoint's loaders ask the device module for its current stream
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    target("neuron")
+    state_dict = {"weight": torch.arange(6.0, device=DEVICE).view(2, 3), "step": torch.tensor(7, device=DEVICE)}
+    restored = {"weight": torch.zeros(2, 3, device=DEVICE), "step": torch.tensor(0, device=DEVICE)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "assuming the intent is to save in a single process"
+        dcp.save(state_dict, checkpoint_id=str(tmp_path))
+        dcp.load(restored, checkpoint_id=str(tmp_path))
+    assert restored["weight"].device.type == DEVICE
+    assert restored["weight"].cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and restored["step"].item() == 7

@@ -67,6 +67,17 @@ class DeviceModule:
         """Context manager selecting a device; the emulated target has one, so it changes nothing."""
         return contextlib.nullcontext()
 
+    # One stream, the default one: the device computes in program order (EMULATOR_LIMITS), so code
+    # handed the current stream (torch.distributed.checkpoint's loaders) gets it and waits on nothing.
+    def current_stream(self, device=None) -> torch.Stream:
+        return torch.Stream(device=state.device)
+
+    default_stream = current_stream
+
+    def stream(self, stream):
+        """Context manager making `stream` current; with one stream, nothing changes."""
+        return contextlib.nullcontext()
+
     def synchronize(self, device=None) -> None:
         recorder = state.recorder
         if recorder is not None:
