@@ -170,6 +170,20 @@ def test_training_arguments_precision_follows_the_policy_where_it_leaves_the_app
     assert any(topic.startswith("transformers TrainingArguments") for topic in retarget.recorder.decisions)
 
 
+def test_training_arguments_bf16_on_an_emulated_target_is_named_as_not_emulated():
+    # transformers refuses bf16 on devices it does not know with "assign use_cpu": the real reason instead
+    from torchport.emulated.errors import NotEmulatedError
+    from torchport.retarget import runtime, state
+
+    state.set_current(Retarget(backend=backends.resolve("neuron-emulated"), precision="keep", recorder=Recorder()))
+    try:
+        with pytest.raises(NotEmulatedError, match="transformers accepts bf16 only on devices it knows"):
+            frameworks.training_arguments_keywords({"bf16": True},
+                                                   runtime.register_site("app.py", 1, "TrainingArguments"))
+    finally:
+        state.set_current(None)
+
+
 # -- end to end ------------------------------------------------------------------------------------
 TRAINER = """
 import sys, torch

@@ -269,6 +269,15 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         if wanted == "bf16" and requested != "bf16" and _is_emulated(retarget.backend):
             retarget.decide(topic, f"kept fp16: transformers cannot tell that {retarget.backend.name} "
                                    "supports bf16 (it checks the devices it knows)")
+        elif wanted == "bf16" and _is_emulated(retarget.backend):
+            from torchport.emulated.errors import not_emulated
+
+            # transformers' own refusal ("Your setup doesn't support bf16/gpu ... assign use_cpu") would
+            # send the user to the CPU for a reason that is not the target's
+            raise not_emulated(f"{topic} on {retarget.backend.name}",
+                               "transformers accepts bf16 only on devices it knows and refuses the emulated one "
+                               "(the real target passes its check); rehearse the bf16 run with --device cpu, or "
+                               "this one with --precision fp32")
         elif wanted != requested:
             kwargs["fp16"] = wanted == "fp16"
             kwargs["bf16"] = wanted == "bf16"
