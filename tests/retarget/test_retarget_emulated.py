@@ -195,10 +195,13 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     scaler = torch.cuda.amp.GradScaler()
     torch.save({{"args": args, "scaler": scaler.state_dict()}}, {str(checkpoint)!r})
     print("scale=" + str(scaler.get_scale()) + "," + str(scaler.is_enabled()))
+    import copy  # a copy in the process (a best-state snapshot) keeps that state too
+    twin = copy.deepcopy({{"scaler": scaler}})["scaler"]
+    print("copy=" + str(twin.get_scale()) + "," + str(twin.state_dict().get("scale")) + "," + str(type(twin) is type(scaler)))
     """
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.values() == {"scale": "65536.0,False"}
+    assert result.values() == {"scale": "65536.0,False", "copy": "65536.0,65536.0,True"}
     check = ("import sys, torch\n"
              "data = torch.load(sys.argv[1], map_location='cpu', weights_only=False)\n"
              "scaler = torch.amp.GradScaler('cpu')\n"  # an enabled scaler, as the GPU's is

@@ -22,7 +22,7 @@ import torch
 from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
 from torchport.retarget import grad_scaling, state
-from torchport.retarget.standin import StandIn, reduce_as_genuine
+from torchport.retarget.standin import StandIn, copy_keeping_class, reduce_as_genuine
 
 __all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype",
            "target_grad_scaler"]
@@ -192,6 +192,10 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
         return float(kept["scale"]) if kept is not None else super().get_scale()
 
     __reduce_ex__ = reduce_as_genuine
+    # a copy in the process stays what it was (a turned-off scaler keeping a GPU's state, or one
+    # scaling in plain tensor ops where the target has no GradScaler kernels)
+    __copy__ = copy_keeping_class
+    __deepcopy__ = copy_keeping_class
 
 
 def target_grad_scaler() -> GradScaler:

@@ -11,11 +11,12 @@ genuine class, so what a retargeted program saves loads where torchport is not i
 
 from __future__ import annotations
 
+import copy
 import copyreg
 import types
 import weakref
 
-__all__ = ["StandIn", "reduce_as_genuine", "FacadeModule", "facade_module", "mirror"]
+__all__ = ["StandIn", "reduce_as_genuine", "copy_keeping_class", "FacadeModule", "facade_module", "mirror"]
 
 
 class StandIn(type):
@@ -55,6 +56,19 @@ def reduce_as_genuine(instance, protocol):
     reduced = object.__reduce_ex__(instance, protocol)
     state = reduced[2] if len(reduced) > 2 else None
     return (copyreg._reconstructor, (cls._torchport_genuine, object, None), state)
+
+
+def copy_keeping_class(instance, memo=None):
+    """`__copy__` / `__deepcopy__` for a stand-in instance: a copy is of the instance's own class, as
+    in Python (pickling, which leaves the process, gives the genuine class: `reduce_as_genuine`)."""
+    cls = type(instance)
+    copied = cls.__new__(cls)
+    if memo is None:
+        copied.__dict__.update(instance.__dict__)
+    else:
+        memo[id(instance)] = copied
+        copied.__dict__.update(copy.deepcopy(instance.__dict__, memo))
+    return copied
 
 
 class FacadeModule(types.ModuleType):
