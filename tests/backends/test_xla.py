@@ -135,3 +135,25 @@ def test_memory_sized_batches_and_forked_host_rng_work_on_xla(tmp_path):
     assert completed.stdout.split() == ["True", "16", "True", "True"]
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
     assert "read the profile's 16 GiB" in decisions["device memory size"]
+
+
+def test_a_torchrun_launch_that_xla_cannot_join_stops_rather_than_train_each_process_alone(tmp_path):
+    # torch_xla's process group needs init_method='xla://' (torch's env:// default left DDP seeing no
+    # parameters on the other rank); on XLA's CPU runtime each torchrun process is then a world of one,
+    # where all_reduce would reduce a process with itself: the program stops with the reason
+    program = tmp_path / "ddp.py"
+    program.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "local_rank = int(os.environ['LOCAL_RANK'])\n"
+        "torch.cuda.set_device(local_rank)\n"
+        "model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2).cuda(), device_ids=[local_rank])\n"
+    )
+    completed = subprocess.run(
+        [XLA_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "torchport", "run", "--device", "xla", str(program)],
+        env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode != 0
+    assert "formed a group of 1 process(es) where 2 were started" in completed.stderr
+    assert "Rehearse the distributed run with --device cpu" in completed.stderr

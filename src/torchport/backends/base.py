@@ -122,6 +122,10 @@ class Backend:
     )
     compiler = _capability("compiler", "The torch.compile backend for this target ('inductor', 'openxla', ...).", str)
 
+    #: The `init_method` this device's process groups need where the application gives none (torch's
+    #: default is `env://`); None: torch's default serves.
+    dist_init_method: str | None = None
+
     @property
     def dist_backend(self) -> str:
         """The torch.distributed backend for this device."""

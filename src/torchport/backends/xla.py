@@ -77,10 +77,19 @@ class XLABackend(Backend):
             empty_cache=lambda: None,
         )
 
+    #: torch_xla's 'xla' process group rendezvouses through the PJRT runtime; with torch's env://
+    #: default DDP's first collective sees no parameters on the other ranks.
+    dist_init_method = "xla://"
+
     def device(self, index: int | None = None):
+        """The process's XLA device, or device `index` of those it has (an ordinal past them, as
+        torchrun's local ranks are where each process has one device, shares them)."""
         import torch_xla.core.xla_model as xm
 
-        return xm.xla_device() if index is None else xm.xla_device(index)
+        if index is None:
+            return xm.xla_device()
+        count = self.device_count()
+        return xm.xla_device(index % count if count else index)
 
     def generator_device(self, device):
         """The host: torch_xla makes no `torch.Generator` for XLA devices ("XLA device type not an

@@ -43,9 +43,36 @@ def init_process_group(backend=None, *args, **kwargs):
         if not state.current().accelerator:
             kwargs["device_id"] = None
     mapped = map_backend(backend)
+    retarget = state.current()
+    method = retarget.backend.dist_init_method
+    if method and mapped == retarget.backend.dist_backend and not args and kwargs.get("init_method") is None \
+            and kwargs.get("store") is None:
+        kwargs["init_method"] = method
+        retarget.decide("init_process_group", f"init_method={method!r}: {retarget.backend.name}'s process groups "
+                                              "rendezvous through its runtime", kind="device")
     result = _real_init_process_group(mapped, *args, **kwargs)
     _remember(None, backend, mapped)
+    _check_world(retarget, kwargs.get("world_size"))
     return result
+
+
+def _check_world(retarget, asked) -> None:
+    """The group must span the processes asked for (`world_size=`, or the launcher's WORLD_SIZE): XLA's
+    CPU runtime makes each torchrun process a world of one, where every collective would silently
+    reduce a process with itself."""
+    import os
+
+    expected = asked if isinstance(asked, int) and asked > 0 else os.environ.get("WORLD_SIZE", "")
+    if not str(expected).isdigit() or int(expected) == dist.get_world_size():
+        return
+    error = RuntimeError(
+        f"torch.distributed on {retarget.backend.name} formed a group of {dist.get_world_size()} process(es) where "
+        f"{expected} were started: its runtime here does not join processes, so each would train alone. Rehearse "
+        "the distributed run with --device cpu or an emulated device; a runtime that joins processes (a TPU's) "
+        "runs it distributed."
+    )
+    dist.destroy_process_group()
+    raise error
 
 
 def new_group(*args, **kwargs):
