@@ -165,30 +165,33 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
 
 
 def framework_defaults(function, kwargs: dict, site: int) -> None:
-    """A framework class called without the keyword that names its device: Lightning's `Trainer()` /
-    `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine. Lightning's own
-    environment default, where set (by the user, or by `steer` for a Trainer on a target Lightning
-    names), decides instead."""
+    """A framework class called without the keyword that names its device or precision: Lightning's
+    `Trainer()` / `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine
+    (Lightning's own environment default, where set by the user or by `steer` for a Trainer on a
+    target Lightning names, decides instead), Accelerate's `Accelerator()` reading the mixed precision
+    `accelerate launch` left in the environment. Also refuses what the framework cannot do on the
+    target (`_refuse_undistributed`) and puts Lightning's precision on the CPU target under the policy."""
     from torchport.retarget import state
 
-    if state.current() is not None and (_is_accelerator(function) or _is_transformers_trainer(function)):
-        _refuse_undistributed(state.current(), function, site)
-    if state.current() is not None and "mixed_precision" not in kwargs and _is_accelerator(function):
+    retarget = state.current()
+    if retarget is None:
+        return
+    if _is_accelerator(function) or _is_transformers_trainer(function):
+        _refuse_undistributed(retarget, function, site)
+    if _is_accelerator(function):
         # `accelerate launch --mixed_precision fp16` (or its config) hands the choice over in the
         # environment, which Accelerator() reads when not given one: the same request as the keyword
         requested = os.environ.get("ACCELERATE_MIXED_PRECISION", "").lower()
-        if requested in _ACCELERATE_MIXED:
+        if "mixed_precision" not in kwargs and requested in _ACCELERATE_MIXED:
             kwargs["mixed_precision"] = requested
         return
-    if state.current() is not None and state.current().type == "cpu" and "precision" in kwargs \
-            and _is_lightning(function) and _takes_accelerator(function) \
+    if not _is_lightning(function) or not _takes_accelerator(function):
+        return
+    if retarget.type == "cpu" and "precision" in kwargs \
             and str(kwargs.get("accelerator", "auto")).lower() in _LIGHTNING_CUDA_NAMES:
         # Lightning itself turns 16-mixed into bf16-mixed on the CPU: the precision policy decides
-        _lightning_precision(function, kwargs, state.current())
-    if state.current() is None or "accelerator" in kwargs or not _is_lightning(function) \
-            or not _takes_accelerator(function):
-        return
-    if os.environ.get(_lightning_environment(function)[0]) is not None:
+        _lightning_precision(function, kwargs, retarget)
+    if "accelerator" in kwargs or os.environ.get(_lightning_environment(function)[0]) is not None:
         return
     lightning_keywords(kwargs, site, function, default="auto")
 
