@@ -545,4 +545,10 @@ IDIOMS = [
      "import torch\nbefore = torch.get_autocast_dtype('cuda')\nwith torch.autocast('cuda'):\n"
      "    inside = torch.get_autocast_dtype('cuda')\nresult = (before, inside, torch.get_autocast_dtype('cuda'))",
      "import torch\nresult = (torch.float16, torch.float16, torch.float16)"),
+    ("full_determinism_setup",  # transformers' enable_full_determinism: errors on nondeterministic ops stay errors
+     "import os, torch\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\ntorch.use_deterministic_algorithms(True)\n"
+     "torch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False\n"
+     "result = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),\n"
+     "          torch.backends.cudnn.deterministic)\ntorch.use_deterministic_algorithms(False)",
+     None),
 ]

@@ -1,6 +1,7 @@
 """torch.backends.cudnn and torch.backends.cuda flags, mapped to their device-neutral meaning.
 
-cudnn.deterministic -> torch.use_deterministic_algorithms(True, warn_only=True)
+cudnn.deterministic -> torch.use_deterministic_algorithms(True, warn_only=True), unless the
+    application turned deterministic algorithms on itself (its setting is kept)
 cudnn.benchmark, cudnn.enabled -> kept on CUDA, recorded as no-ops elsewhere
 cuda.matmul.allow_tf32 / cudnn.allow_tf32 -> kept on CUDA; elsewhere a no-op (TF32 is an NVIDIA
     format; mapping it to another reduced-precision matmul would change results unasked)
@@ -41,9 +42,27 @@ def _set_cudnn(real, api: str, name: str, value) -> None:
     setattr(real, name, value)  # harmless off CUDA; reads give back what was set, as on a GPU machine
     if name == "deterministic":
         retarget.redirected(api)
-        torch.use_deterministic_algorithms(bool(value), warn_only=True)
+        _cudnn_deterministic(bool(value))
         return
     retarget.noop(api, f"cuDNN does not run on {retarget.backend.name}")
+
+
+#: Whether deterministic algorithms are on because cudnn.deterministic turned them on.
+_turned_on_by_cudnn = False
+
+
+def _cudnn_deterministic(value: bool) -> None:
+    """cudnn.deterministic: deterministic kernels, warning where there is none. A setting the
+    application made with torch.use_deterministic_algorithms is never changed by it (on CUDA the
+    two are independent: turning the cuDNN flag on does not make errors warnings, nor off turn
+    the global setting off)."""
+    global _turned_on_by_cudnn
+    if value and not torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        _turned_on_by_cudnn = True
+    elif not value and _turned_on_by_cudnn and torch.is_deterministic_algorithms_warn_only_enabled():
+        torch.use_deterministic_algorithms(False)
+        _turned_on_by_cudnn = False
 
 
 def _set_cuda_flag(real, api: str, name: str, value) -> None:
