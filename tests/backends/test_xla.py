@@ -157,3 +157,34 @@ def test_a_torchrun_launch_that_xla_cannot_join_stops_rather_than_train_each_pro
     assert completed.returncode != 0
     assert "formed a group of 1 process(es) where 2 were started" in completed.stderr
     assert "Rehearse the distributed run with --device cpu" in completed.stderr
+
+
+def test_checkpoints_with_device_tensors_load_on_xla_as_on_a_gpu_machine(tmp_path):
+    # a checkpoint written on a GPU (storages at 'cuda:0'; here by the emulated target, which writes
+    # that format) and one this program writes on XLA (its tensors saved as arrays at 'cuda:0'):
+    # torch.load without map_location stopped on the second ("Callable map_location not supported"),
+    # and map_location='cuda' left both on the host; the CPU-saved tensor stays on the CPU
+    import sys
+
+    gpu_made = tmp_path / "gpu.pt"
+    saver = tmp_path / "save.py"
+    saver.write_text(f"import torch\ntorch.save({{'w': torch.ones(2, device='cuda'), 'h': torch.zeros(1)}}, {str(gpu_made)!r})\n")
+    saved = subprocess.run([sys.executable, "-m", "torchport", "run", "--device", "neuron-emulated", str(saver)],
+                           env={**os.environ, "TORCHPORT_QUIET": "1"}, capture_output=True, text=True, timeout=300)
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    program = tmp_path / "load.py"
+    program.write_text(
+        "import os, sys, torch\n"
+        "own = os.path.join(os.path.dirname(sys.argv[1]), 'own.pt')\n"
+        "torch.save({'w': torch.ones(2, device='cuda'), 'h': torch.zeros(1), 'p': [torch.ones(1).cuda()]}, own)\n"
+        "for path in (sys.argv[1], own):\n"
+        "    for where in (None, 'cuda', 'cpu'):\n"
+        "        loaded = torch.load(path, map_location=where)\n"
+        "        print(loaded['w'].is_cuda, loaded['h'].is_cuda, loaded['w'].sum().item())\n"
+        "print(torch.load(own)['p'][0].is_cuda)\n"
+    )
+    completed = subprocess.run([XLA_PYTHON, "-m", "torchport", "run", "--device", "xla", str(program), str(gpu_made)],
+                               env={**os.environ, "PJRT_DEVICE": "CPU", "TORCHPORT_QUIET": "1"},
+                               capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.split("\n")[:7] == ["True False 2.0", "True True 2.0", "False False 2.0"] * 2 + ["True"]

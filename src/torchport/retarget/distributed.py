@@ -57,9 +57,9 @@ def init_process_group(backend=None, *args, **kwargs):
 
 
 def _check_world(retarget, asked) -> None:
-    """The group must span the processes asked for (`world_size=`, or the launcher's WORLD_SIZE): XLA's
-    CPU runtime makes each torchrun process a world of one, where every collective would silently
-    reduce a process with itself."""
+    """The group must span the processes asked for (`world_size=`, or the launcher's WORLD_SIZE): a
+    runtime that does not join processes (one on the host CPU, under torchrun) makes each a world of
+    one, where every collective would silently reduce a process with itself."""
     import os
 
     expected = asked if isinstance(asked, int) and asked > 0 else os.environ.get("WORLD_SIZE", "")
@@ -68,8 +68,8 @@ def _check_world(retarget, asked) -> None:
     error = RuntimeError(
         f"torch.distributed on {retarget.backend.name} formed a group of {dist.get_world_size()} process(es) where "
         f"{expected} were started: its runtime here does not join processes, so each would train alone. Rehearse "
-        "the distributed run with --device cpu or an emulated device; a runtime that joins processes (a TPU's) "
-        "runs it distributed."
+        "the distributed run with --device cpu or an emulated device; where the runtime joins processes, the "
+        "same program runs distributed."
     )
     dist.destroy_process_group()
     raise error

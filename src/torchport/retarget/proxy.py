@@ -14,8 +14,8 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed, profiler,
-                                runtime, state, sync_batchnorm)
+from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed,
+                                host_loading, profiler, runtime, state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -115,7 +115,9 @@ def _load(f, map_location=None, *args, **kwargs):
     """`torch.load` in application code: without `map_location`, what was saved on a CUDA device
     loads on the target, as it loads on the GPU on a GPU machine (torch alone would stop: "Attempting
     to deserialize object on a CUDA device"); a `map_location` given positionally maps as a keyword."""
-    if map_location is None:
+    if map_location is None and not state.current().backend.loads_to_device:
+        map_location = host_loading.HostStorages()
+    elif map_location is None:
         restored_any = []
 
         def map_location(storage, location: str):
@@ -126,15 +128,14 @@ def _load(f, map_location=None, *args, **kwargs):
             return restored
     else:
         map_location = runtime.map_location(None, map_location)
+    if isinstance(map_location, host_loading.HostStorages):  # the target cannot restore storages
+        return host_loading.load(f, map_location, *args, **kwargs)
     return torch.load(f, map_location, *args, **kwargs)
 
 
 def _restore_cuda_on_target(storage, location: str):
     if not location.startswith("cuda"):
         return None  # torch's own restore
-    retarget = state.current()
-    if not retarget.backend.loads_to_device:
-        return storage  # the target loads on the host first (its profile says so)
     return runtime.restore_location(storage, location)
 
 

@@ -383,11 +383,18 @@ def output_device(site: int, value):
 
 def map_location(site: int, value):
     """`map_location=`: strings, devices, dicts of them, and callables returning them."""
+    value_type = value.__class__
     if not _rt.backend.loads_to_device:
         if site is not None:
             _hit(site)
+        if value_type in (str, int, _device_type) and (map_device(value) is not value or (
+                value_type is _device_type and value.type == _rt.type)):
+            # a CUDA device: read on the host, then copied to the target (what torch.load of the
+            # application does with it; a library's load leaves the tensors on the host)
+            from torchport.retarget.host_loading import HostStorages
+
+            return HostStorages(every=True, destination=map_device(value))
         return "cpu"
-    value_type = value.__class__
     if value_type in (str, int, _device_type):
         return map_device(value, site)
     if isinstance(value, dict):
