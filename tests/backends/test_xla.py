@@ -56,6 +56,11 @@ def _run_on_xla(program, *options) -> subprocess.CompletedProcess:
     return completed
 
 
+def _decisions(report) -> dict:
+    """The run report's decisions, by topic."""
+    return {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+
+
 def test_torch_compile_in_the_application_compiles_with_openxla(tmp_path):
     # inductor cannot compile XLA tensors ("KeyError: 'xla'"): the application's torch.compile, in
     # every form, compiles with the profile's compiler (openxla), inductor's mode= dropped, reported
@@ -65,7 +70,7 @@ def test_torch_compile_in_the_application_compiles_with_openxla(tmp_path):
     values = json.loads(completed.stdout.strip().splitlines()[-1])
     assert values["device"] == values["head"] == "xla" and values["scale"] is True
     assert abs(values["losses"]["compiled"] - values["losses"]["eager"]) <= 1e-4, values
-    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    decisions = _decisions(report)
     assert "'openxla'" in decisions["torch.compile"]
 
 
@@ -133,7 +138,7 @@ def test_memory_sized_batches_and_forked_host_rng_work_on_xla(tmp_path):
     report = tmp_path / "report.json"
     completed = _run_on_xla(program, "--report", str(report))
     assert completed.stdout.split() == ["True", "16", "True", "True"]
-    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    decisions = _decisions(report)
     assert "read the profile's 16 GiB" in decisions["device memory size"]
 
 

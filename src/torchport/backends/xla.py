@@ -115,29 +115,28 @@ class XLABackend(Backend):
         register_optimizer_step_post_hook(lambda *args: xm.mark_step())
         return ["xm.mark_step() after every optimizer step"]
 
-    def total_memory(self, index: int = 0) -> int:
-        """What torch_xla's runtime reports for the device (`bytes_limit`, or `kb_total` in older
-        releases); 0 where it reports nothing (the CPU runtime: "GetAllocatorStats is not supported")."""
+    def _memory_info(self, index: int | None) -> dict:
+        """torch_xla's memory report for the device; empty where its runtime keeps none."""
         import torch_xla.core.xla_model as xm
 
         try:
-            info = xm.get_memory_info(self.device(index))
+            return xm.get_memory_info(self.device(index))
         except Exception:
-            return 0
+            return {}
+
+    def total_memory(self, index: int = 0) -> int:
+        """What torch_xla's runtime reports for the device (`bytes_limit`, or `kb_total` in older
+        releases); 0 where it reports nothing (the CPU runtime: "GetAllocatorStats is not supported")."""
+        info = self._memory_info(index)
         if "bytes_limit" in info:
             return int(info["bytes_limit"])
         return int(info.get("kb_total", 0)) * 1024
 
     def memory_stat(self, stat: str, index: int | None = None) -> int:
         """Only the current allocation is known to torch_xla; peaks and reservations read 0."""
-        import torch_xla.core.xla_model as xm
-
         if stat != "memory_allocated":
             return 0
-        try:
-            info = xm.get_memory_info(self.device(index))
-        except Exception:
-            return 0
+        info = self._memory_info(index)
         if "bytes_used" in info:
             return int(info["bytes_used"])
         return int(info.get("kb_total", 0) - info.get("kb_free", 0)) * 1024

@@ -28,9 +28,9 @@ def _device(value):
 
 
 def _current():
-    from torchport.retarget import cuda_api
-
-    return _device(cuda_api.current_device())
+    """The device torch.cuda.current_device() names (CUDA's default destination)."""
+    retarget = state.current()
+    return retarget.device(retarget.current_ordinal)
 
 
 def _copies(tensor: torch.Tensor, devices) -> tuple[torch.Tensor, ...]:

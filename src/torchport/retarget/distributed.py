@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch.distributed as dist
 
 from torchport.retarget import state
@@ -60,8 +62,6 @@ def _check_world(retarget, asked) -> None:
     """The group must span the processes asked for (`world_size=`, or the launcher's WORLD_SIZE): a
     runtime that does not join processes (one on the host CPU, under torchrun) makes each a world of
     one, where every collective would silently reduce a process with itself."""
-    import os
-
     expected = asked if isinstance(asked, int) and asked > 0 else os.environ.get("WORLD_SIZE", "")
     if not str(expected).isdigit() or int(expected) == dist.get_world_size():
         return

@@ -200,19 +200,20 @@ def _refuse_undistributed(retarget, function, site: int) -> None:
     """Accelerate (and the transformers Trainer through it) runs distributed only on devices it knows:
     under torchrun on a target it does not know (the emulated device), each process would train alone
     on the whole dataset, a different run from the GPU machine's, without a word. That is refused."""
-    if retarget.type == "cpu" or framework_names(retarget.backend).get("accelerate"):
+    if framework_names(retarget.backend).get("accelerate"):
         return
     processes = os.environ.get("WORLD_SIZE", "")
     if os.environ.get("LOCAL_RANK") is None or not processes.isdigit() or int(processes) < 2:
         return
-    from torchport.retarget.runtime import SITES
+    from torchport.emulated.errors import not_emulated
 
-    retarget.unsupported(
-        f"{function.__module__.partition('.')[0]}'s distributed run ({processes} processes)",
-        f"Accelerate distributes only on devices it knows, and it does not know {retarget.type!r}: each "
-        "process would train alone. Rehearse the distributed run with --device cpu (Accelerate's "
-        f"MULTI_CPU), run one process on {retarget.backend.name}, or run on the real target",
-        SITES[site])
+    # a gap of the rehearsal, not of the target (whose profile names it to Accelerate): a check of the
+    # program says "not checked", not "blocked"
+    raise not_emulated(
+        f"{function.__module__.partition('.')[0]}'s distributed run ({processes} processes) on {retarget.backend.name}",
+        f"Accelerate distributes only on devices it knows, and it does not know {retarget.type!r}: each process "
+        "would train alone. Rehearse the distributed run with --device cpu (Accelerate's MULTI_CPU), or run one "
+        "process here")
 
 
 def _is_transformers_trainer(function) -> bool:

@@ -387,13 +387,13 @@ def map_location(site: int, value):
     if not _rt.backend.loads_to_device:
         if site is not None:
             _hit(site)
-        if value_type in (str, int, _device_type) and (map_device(value) is not value or (
-                value_type is _device_type and value.type == _rt.type)):
+        mapped = map_device(value) if value_type in (str, int, _device_type) else value
+        if mapped is not value or (value_type is _device_type and value.type == _rt.type):
             # a CUDA device: read on the host, then copied to the target (what torch.load of the
             # application does with it; a library's load leaves the tensors on the host)
             from torchport.retarget.host_loading import HostStorages
 
-            return HostStorages(every=True, destination=map_device(value))
+            return HostStorages(every=True, destination=mapped)
         return "cpu"
     if value_type in (str, int, _device_type):
         return map_device(value, site)
