@@ -551,4 +551,27 @@ IDIOMS = [
      "result = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),\n"
      "          torch.backends.cudnn.deterministic)\ntorch.use_deterministic_algorithms(False)",
      None),
+    # -- torch.device values kept where the application copies, re-wraps and saves them ----------------
+    ("deepcopy_of_args_keeps_the_cuda_device",
+     "import copy, torch\nargs = {'device': torch.device('cuda')}\nd = torch.device('cuda', 0)\n"
+     "result = (copy.deepcopy(args)['device'].type, copy.copy(d).type, torch.device(d).type, torch.device(d).index)",
+     "result = ('cuda', 'cuda', 'cuda', 0)"),
+    ("torch_save_load_of_args_device_is_cuda",
+     "import argparse, io, torch\nbuffer = io.BytesIO()\n"
+     "torch.save({'args': argparse.Namespace(device=torch.device('cuda', 0))}, buffer)\nbuffer.seek(0)\n"
+     "loaded = torch.load(buffer, weights_only=False)['args'].device\n"
+     "result = (loaded == torch.device('cuda', 0), loaded.type, loaded.index)",
+     "result = (True, 'cuda', 0)"),
+    ("torch_load_weights_only_device_is_cuda",
+     "import io, torch\nbuffer = io.BytesIO()\ntorch.save({'device': torch.device('cuda')}, buffer)\nbuffer.seek(0)\n"
+     "loaded = torch.load(buffer)['device']\nresult = (loaded.type, loaded.index)",
+     "result = ('cuda', None)"),
+    # a region's flags read what the application asked for, as on a GPU (logged, or asserted)
+    ("sdpa_kernel_flags_read_back_inside_the_region",
+     "import torch\nfrom torch.nn.attention import SDPBackend, sdpa_kernel\n"
+     "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):\n"
+     "    inside = (torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled(),\n"
+     "              torch.backends.cuda.flash_sdp_enabled())\n"
+     "result = (inside, torch.backends.cuda.math_sdp_enabled())",
+     "result = ((True, False, False), True)"),
 ]

@@ -248,3 +248,97 @@ def test_capturable_optimizer_steps_are_adapted_where_the_profile_has_none(progr
     assert result.values() == twin.values()
     decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
     assert decisions["capturable optimizers"]["kind"] == "adapted"
+
+
+def test_deprecated_cuda_amp_forms_warn_at_the_applications_line_as_torch_does(program):
+    # torch warns for each of these on a GPU machine, at the line that uses it
+    source = """
+    import warnings
+    warnings.simplefilter("always")
+    import torch
+    from torch.cuda.amp import custom_fwd, custom_bwd
+    class Double(torch.autograd.Function):
+        @staticmethod
+        @custom_fwd(cast_inputs=torch.float32)
+        def forward(ctx, a):
+            return a * 2
+        @staticmethod
+        @custom_bwd
+        def backward(ctx, grad):
+            return grad * 2
+    @torch.cuda.amp.autocast()
+    def forward(x):
+        return x
+    with torch.cuda.amp.autocast(dtype=torch.float16):
+        pass
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.autocast("cuda"):  # the device-neutral forms do not warn
+        pass
+    neutral = torch.amp.GradScaler("cuda")
+    torch.get_autocast_gpu_dtype()
+    """
+    def warned(stderr):  # (line, category, message) of each deprecation raised at the application's line
+        found = [tuple(part.strip() for part in line.split("app.py:")[1].split(":", 2))
+                 for line in stderr.splitlines() if "app.py:" in line]
+        return [(line, category, message.split(" (Triggered internally")[0]) for line, category, message in found
+                if category in ("FutureWarning", "DeprecationWarning")]
+
+    result = program(source, "--device", "cpu", "--precision", "keep")
+    assert result.returncode == 0, result.stderr[-2000:]
+    plain = program(source, form="plain")  # torch itself, which warns the same on this CUDA-less build
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert warned(result.stderr) == warned(plain.stderr)
+    assert [category for _, category, _ in warned(result.stderr)] == ["FutureWarning"] * 5 + ["DeprecationWarning"]
+
+
+def test_an_ordinal_past_the_targets_devices_shares_one_and_the_report_says_so(program, tmp_path):
+    # written for two GPUs (model parallel over cuda:0 and cuda:1); the target has one device
+    source = """
+    import torch
+    first = torch.nn.Linear(4, 4).to("cuda:0")
+    second = torch.nn.Linear(4, 2).to("cuda:1")
+    print("out=" + str(tuple(second(first(torch.ones(1, 4, device="cuda:0")).to("cuda:1")).shape)))
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "cpu", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"out": "(1, 2)"}
+    decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
+    assert decisions["cuda:1"]["kind"] == "device"
+    assert "shares cuda:0" in decisions["cuda:1"]["decision"]
+    assert "cuda:0" not in decisions
+
+
+def test_free_memory_on_the_cpu_target_is_what_the_host_can_still_give(program):
+    source = """
+    import torch
+    free, total = torch.cuda.mem_get_info()
+    held = torch.ones(768 * 2**20, dtype=torch.uint8, device="cuda")  # written: the pages are taken
+    after, _ = torch.cuda.mem_get_info()
+    print("below_total=" + str(free < total))
+    print("dropped_mib_at_least_512=" + str((free - after) / 2**20 >= 512))
+    """
+    result = program(source, "--device", "cpu")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"below_total": "True", "dropped_mib_at_least_512": "True"}
+
+
+def test_each_attention_restriction_the_target_lacks_is_reported_with_what_ran(program, tmp_path):
+    source = """
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.ones(1, 1, 4, 8, device="cuda")
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        F.scaled_dot_product_attention(q, q, q)
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        F.scaled_dot_product_attention(q, q, q)
+    print("done=1")
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "cpu", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    adapted = sorted(d["decision"] for d in json.loads(report.read_text())["decisions"] if d["kind"] == "adapted")
+    assert len(adapted) == 2, adapted
+    assert adapted[0].endswith("allows FLASH_ATTENTION, MATH (its profile's kernels; MATH is exact)")
+    assert adapted[1].endswith("allows MATH (its profile's kernels; MATH is exact)")

@@ -212,6 +212,50 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     assert plain.stdout.split() == ["cuda:0", "65536.0"]
 
 
+def test_devices_in_a_gpu_checkpoint_equal_the_programs_own_and_save_as_written(program, tmp_path):
+    # written as a GPU machine writes it: torch.device objects of CUDA wherever the program kept one
+    gpu_checkpoint = tmp_path / "gpu.pt"
+    write = ("import argparse, sys, torch\n"
+             "torch.save({'device': torch.device('cuda', 0), 'args': argparse.Namespace(device=torch.device('cuda'))},"
+             " sys.argv[1])\n")
+    written = subprocess.run([sys.executable, "-c", write, str(gpu_checkpoint)], capture_output=True, text=True,
+                             timeout=120)
+    assert written.returncode == 0, written.stderr
+    resaved = tmp_path / "resaved.pt"
+    source = f"""
+    import torch
+    state = torch.load({str(gpu_checkpoint)!r}, weights_only=False)
+    print("same=" + str(state["device"] == torch.device("cuda", 0)) + "," + str(state["args"].device == torch.device("cuda")))
+    print("ones=" + torch.ones(1, device=state["device"]).device.__str__().split(":")[0])
+    plain = {{"device": torch.device("cuda", 0), "plain": torch.device("cuda")}}
+    torch.save(plain, {str(resaved)!r})
+    print("weights_only=" + str(torch.load({str(resaved)!r})["device"] == torch.device("cuda", 0)))  # torch's default
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"same": "True,True", "ones": "emulated", "weights_only": "True"}
+    check = "import sys, torch\nprint(torch.load(sys.argv[1]))\n"
+    plain = subprocess.run([sys.executable, "-c", check, str(resaved)], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    # 'cuda' stays 'cuda' (no ordinal), as a GPU machine writes it
+    assert plain.stdout.strip() == "{'device': device(type='cuda', index=0), 'plain': device(type='cuda')}"
+
+
+def test_float64_computed_in_float32_by_the_target_is_reported_by_run(program, tmp_path):
+    source = """
+    import torch
+    x = torch.tensor([1e-10], dtype=torch.float64, device="cuda")
+    print("value=" + repr(((x + 1) - 1).item()) + "," + str(x.dtype))
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "neuron-emulated", "--precision", "keep", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"value": "0.0,torch.float64"}  # Trainium has no float64: float32's rounding
+    decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
+    assert decisions["float64 on neuron-emulated"]["kind"] == "adapted"
+    assert "computed in float32" in decisions["float64 on neuron-emulated"]["decision"]
+
+
 AMP_OVERFLOW = """
 import json, torch
 torch.manual_seed(0)

@@ -220,6 +220,12 @@ class Backend:
         except Exception:
             return 0
 
+    def free_memory(self, index: int | None = None, total: int | None = None) -> int:
+        """Bytes free on the device (`mem_get_info`'s first value): its size less what its allocator
+        holds."""
+        total = self.total_memory(index or 0) if total is None else total
+        return max(total - self.memory_stat("memory_reserved", index), 0)
+
     def synchronize(self, index: int | None = None) -> None:
         module = self.device_module()
         if index is None:

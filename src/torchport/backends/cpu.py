@@ -72,5 +72,20 @@ class CPUBackend(Backend):
         except (ValueError, OSError, AttributeError):
             return 0
 
+    def free_memory(self, index: int | None = None, total: int | None = None) -> int:
+        """The memory the host can still give (MemAvailable: free pages plus reclaimable cache), as
+        a GPU's free memory drops with what the program holds."""
+        try:
+            with open("/proc/meminfo") as handle:
+                for line in handle:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return self.total_memory() if total is None else total
+
     def synchronize(self, index: int | None = None) -> None:
         return None

@@ -39,3 +39,9 @@ class CUDABackend(Backend):
         import torch
 
         return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
+
+    def free_memory(self, index: int | None = None, total: int | None = None) -> int:
+        """CUDA's own count (other processes' memory included)."""
+        import torch
+
+        return int(torch.cuda.mem_get_info(index)[0])

@@ -184,6 +184,26 @@ class EmulatedBackend(Backend):
     def synchronize(self, index: int | None = None) -> None:
         self.device_module().synchronize()
 
+    def on_activate(self) -> list[str]:
+        """As the target of `torchport run`: each dtype the profile computes in a narrower one
+        (float64 on Neuron) is reported the first time the program computes in it."""
+        from torchport.emulated.state import state as device_state
+        from torchport.retarget import state as retarget_state
+
+        name = self.name
+
+        def report(op: str, wide, narrow) -> None:
+            retarget = retarget_state.current()
+            if retarget is not None:
+                wide_name, narrow_name = str(wide).replace("torch.", ""), str(narrow).replace("torch.", "")
+                retarget.decide(f"{wide_name} on {name}", f"computed in {narrow_name} (first by {op}), as the "
+                                                          f"profile says the target does: the tensors keep dtype "
+                                                          f"{wide_name} with {narrow_name}'s precision",
+                                kind="adapted")
+
+        device_state.on_first_downcast = report
+        return super().on_activate()
+
 
 def _make(real: Backend) -> type[EmulatedBackend]:
     """The '<name>-emulated' twin of a registered real backend; its aliases follow the real ones

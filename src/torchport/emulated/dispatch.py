@@ -199,6 +199,9 @@ def _downcast_values(host: torch.Tensor, info_name: str) -> None:
     if recorder is not None:
         changed = not torch.equal(rounded.to(host.dtype), host)
         recorder.record_downcast(info_name, host.dtype, narrow, changed)
+    elif host.dtype not in state.downcasts_noted and state.on_first_downcast is not None:
+        state.downcasts_noted.add(host.dtype)
+        state.on_first_downcast(info_name, host.dtype, narrow)
     host.copy_(rounded)
 
 

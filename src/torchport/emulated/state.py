@@ -33,6 +33,10 @@ class State:
         self.device: torch.device | None = None
         self.profile: Profile | None = None
         self.recorder = None
+        #: called as (op name, wide dtype, narrow dtype) the first time each dtype is computed in a
+        #: narrower one while no census records it (`torchport run` reports it)
+        self.on_first_downcast = None
+        self.downcasts_noted: set = set()
         self.downcast = True
         self.strict = False
         self.allocated = 0

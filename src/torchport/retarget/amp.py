@@ -24,14 +24,25 @@ from torch.amp.grad_scaler import _refresh_per_optimizer_state
 from torchport.retarget import grad_scaling, state
 from torchport.retarget.standin import StandIn, copy_keeping_class, reduce_as_genuine
 
-__all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd", "effective_dtype",
-           "target_grad_scaler"]
+__all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd",
+           "cuda_amp_custom_fwd", "cuda_amp_custom_bwd", "effective_dtype", "target_grad_scaler"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
 _real_grad_scaler = torch.amp.GradScaler
 _real_cuda_autocast = torch.cuda.amp.autocast
 _real_cuda_grad_scaler = torch.cuda.amp.GradScaler
+
+
+def _deprecated(genuine) -> str:
+    """torch's own deprecation message of a torch.cuda.amp name (typing_extensions.deprecated keeps it)."""
+    return getattr(genuine, "__deprecated__", None) or f"`{genuine.__module__}.{genuine.__qualname__}` is deprecated."
+
+
+def _warn_deprecated(genuine, stacklevel: int = 3) -> None:
+    """The FutureWarning torch raises for a deprecated CUDA form, at the application's line: the
+    stand-ins call the device-neutral forms, which do not warn."""
+    warnings.warn(_deprecated(genuine), FutureWarning, stacklevel=stacklevel)
 
 
 def effective_dtype(requested: torch.dtype | None) -> torch.dtype | None:
@@ -96,6 +107,8 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
         """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda'))."""
 
         def __init__(self, enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
+            if type(self) is cuda_amp_autocast:  # torch warns for the class itself, not for subclasses
+                _warn_deprecated(_real_cuda_autocast)
             device_type, dtype, enabled = _target_autocast("cuda", dtype, enabled)
             _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
@@ -216,6 +229,7 @@ with warnings.catch_warnings():
 
         def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
                      growth_interval: int = 2000, enabled: bool = True):
+            _warn_deprecated(_real_cuda_grad_scaler.__init__)  # torch's __init__ warns, subclasses too
             GradScaler.__init__(self, "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
         __reduce_ex__ = reduce_as_genuine
@@ -261,6 +275,21 @@ def get_autocast_dtype(device_type: str):
     return torch.get_autocast_dtype(kind)
 
 
+def cuda_amp_custom_fwd(fwd=None, *, cast_inputs=None):
+    """`torch.cuda.amp.custom_fwd` (deprecated upstream): torch.amp.custom_fwd for the target."""
+    _warn_deprecated(torch.cuda.amp.custom_fwd)
+    return custom_fwd(fwd, cast_inputs=cast_inputs)
+
+
+def cuda_amp_custom_bwd(bwd=None):
+    """`torch.cuda.amp.custom_bwd` (deprecated upstream): torch.amp.custom_bwd for the target."""
+    _warn_deprecated(torch.cuda.amp.custom_bwd)
+    return custom_bwd(bwd)
+
+
 def get_autocast_gpu_dtype():
-    """`torch.get_autocast_gpu_dtype()` (deprecated CUDA form): the target's autocast dtype."""
+    """`torch.get_autocast_gpu_dtype()` (deprecated CUDA form): the target's autocast dtype, with
+    torch's DeprecationWarning at the application's line."""
+    warnings.warn("torch.get_autocast_gpu_dtype() is deprecated. Please use torch.get_autocast_dtype('cuda') "
+                  "instead.", DeprecationWarning, stacklevel=2)
     return get_autocast_dtype("cuda")

@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import frameworks, proxy, runtime, spawn, state, torchscript
+from torchport.retarget import device_values, frameworks, proxy, runtime, spawn, state, torchscript
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, application_roots
 
@@ -89,6 +89,8 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     for note in backend.on_activate():
         retarget.decide(f"{backend.name} setup", note, kind="device")
     frameworks.steer(retarget)
+    if not retarget.accelerator:  # the devices standing for CUDA are told apart by identity there
+        device_values.keep_identity_in_copies(True)
     facades = proxy.Facades()
     proxy._facades = facades
     runtime.bind_facades(facades.by_name)
@@ -110,6 +112,7 @@ def deactivate() -> None:
     state.set_current(None)
     runtime.bind(None)
     frameworks.restore()  # the frameworks' settings go with the retargeting
+    device_values.keep_identity_in_copies(False)
 
 
 def finish(retarget: state.Retarget) -> None:

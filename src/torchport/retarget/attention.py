@@ -5,7 +5,9 @@ CUDA code restricts `scaled_dot_product_attention` to the kernels a GPU has
 On a target without one of them every call in the region (the application's and its libraries')
 fails with "No viable backend". Where the restriction leaves the application, the backends the
 target's profile lists (`capabilities.sdpa_backends`) are kept and the exact math backend is added
-in place of the ones it lacks; the report says so. A restriction the target can honour is unchanged.
+in place of the ones it lacks; the report says so, once for each restriction. A restriction the
+target can honour is unchanged. Inside an adapted region the application's
+`torch.backends.cuda.*_sdp_enabled()` read the kernels it asked for, as on a GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from torch.nn.attention import SDPBackend
 
 from torchport.retarget import state
 
-__all__ = ["sdpa_kernel", "sdp_kernel"]
+__all__ = ["sdpa_kernel", "sdp_kernel", "FLAG_READERS"]
 
 _real_sdpa_kernel = torch.nn.attention.sdpa_kernel
 
@@ -35,12 +37,26 @@ def _target_backends(requested: list) -> list:
     if SDPBackend.MATH not in kept:
         kept.append(SDPBackend.MATH)
     retarget.decide(
-        "scaled_dot_product_attention kernels",
-        f"{', '.join(backend.name for backend in missing)} not on {retarget.backend.name}: ran with "
+        f"scaled_dot_product_attention kernels {'/'.join(backend.name for backend in requested)}",
+        f"{', '.join(backend.name for backend in missing)} not on {retarget.backend.name}: the region allows "
         f"{', '.join(backend.name for backend in kept)} (its profile's kernels; MATH is exact)",
         kind="adapted",
     )
     return kept
+
+
+#: The kernels the application asked for in the adapted regions it is in (innermost last).
+_asked: list[frozenset] = []
+
+
+@contextlib.contextmanager
+def _adapted(context, requested: list):
+    with context as entered:
+        _asked.append(frozenset(requested))
+        try:
+            yield entered
+        finally:
+            _asked.pop()
 
 
 def sdpa_kernel(backends, set_priority: bool = False):
@@ -48,8 +64,36 @@ def sdpa_kernel(backends, set_priority: bool = False):
     if isinstance(backends, SDPBackend):
         backends = [backends]
     if isinstance(backends, list):
-        backends = _target_backends(list(dict.fromkeys(backends)))
+        requested = list(dict.fromkeys(backends))
+        kept = _target_backends(requested)
+        if kept is not requested:
+            return _adapted(_real_sdpa_kernel(kept, set_priority), requested)
+        backends = kept
     return _real_sdpa_kernel(backends, set_priority)
+
+
+def _enabled_reader(name: str, backend: SDPBackend):
+    real = getattr(torch.backends.cuda, name)
+
+    def enabled() -> bool:
+        if _asked:
+            return backend in _asked[-1]
+        return real()
+
+    enabled.__name__ = name
+    enabled.__doc__ = real.__doc__
+    return enabled
+
+
+#: `torch.backends.cuda.<reader>` -> the kernel it reads, for the application's facade.
+FLAG_READERS = {
+    name: _enabled_reader(name, backend)
+    for name, backend in (("flash_sdp_enabled", SDPBackend.FLASH_ATTENTION),
+                          ("mem_efficient_sdp_enabled", SDPBackend.EFFICIENT_ATTENTION),
+                          ("math_sdp_enabled", SDPBackend.MATH),
+                          ("cudnn_sdp_enabled", SDPBackend.CUDNN_ATTENTION))
+    if hasattr(torch.backends.cuda, name)
+}
 
 
 @contextlib.contextmanager

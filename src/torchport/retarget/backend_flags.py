@@ -5,7 +5,8 @@ cudnn.deterministic -> torch.use_deterministic_algorithms(True, warn_only=True),
 cudnn.benchmark, cudnn.enabled -> kept on CUDA, recorded as no-ops elsewhere
 cuda.matmul.allow_tf32 / cudnn.allow_tf32 -> kept on CUDA; elsewhere a no-op (TF32 is an NVIDIA
     format; mapping it to another reduced-precision matmul would change results unasked)
-cuda.sdp_kernel -> the attention kernels the target has (attention.py)
+cuda.sdp_kernel -> the attention kernels the target has (attention.py); cuda.*_sdp_enabled() read
+    what the application asked for inside such a region
 """
 
 from __future__ import annotations
@@ -81,5 +82,6 @@ def build_backends_module(real_backends) -> types.ModuleType:
     cuda_flags.__dict__.update(real_backends.cuda.__dict__)
     cuda_flags.matmul = FlagNamespace(real_backends.cuda.matmul, "torch.backends.cuda.matmul", _set_cuda_flag)
     cuda_flags.sdp_kernel = attention.sdp_kernel
+    cuda_flags.__dict__.update(attention.FLAG_READERS)
     module.cuda = cuda_flags
     return module

@@ -252,9 +252,9 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 def mem_get_info(device=None) -> tuple[int, int]:
     retarget = _rt()
     retarget.redirected("torch.cuda.mem_get_info")
-    total = _total_memory(retarget, 0)
-    used = retarget.backend.memory_stat("memory_reserved")
-    return max(total - used, 0), total
+    index = retarget.index(_ordinal(device)) if device is not None else None
+    total = _total_memory(retarget, index or 0)
+    return min(retarget.backend.free_memory(index, total), total), total
 
 
 # Allocator history (`torch.cuda.memory._record_memory_history` / `_snapshot` / `_dump_snapshot`, the
@@ -873,7 +873,7 @@ def build_cuda_module() -> types.ModuleType:
     module._initialized = True  # as is_initialized(): code gating device RNG state on the flag reads it
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
-        "custom_fwd": amp.custom_fwd, "custom_bwd": amp.custom_bwd})
+        "custom_fwd": amp.cuda_amp_custom_fwd, "custom_bwd": amp.cuda_amp_custom_bwd})
     for dtype, prefix in (
         (torch.float32, "Float"), (torch.float16, "Half"), (torch.bfloat16, "BFloat16"),
         (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),

@@ -14,8 +14,8 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, distributed,
-                                host_loading, profiler, runtime, state, sync_batchnorm)
+from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, device_values,
+                                distributed, host_loading, profiler, runtime, state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -57,6 +57,14 @@ def _construct_device(*args, **kwargs):
     if args and args[0].__class__ is int:
         retarget.redirected("torch.device(ordinal)")
         return retarget.device(args[0])
+    if len(args) == 1 and not kwargs and args[0].__class__ is _real_device:
+        # torch.device(device): the same device, so one standing for CUDA still does (on the CPU
+        # target, `.type` reads 'cuda' only for the objects made from CUDA names)
+        if args[0].type == "cuda":
+            retarget.redirected("torch.device('cuda')")
+            return retarget.device(args[0].index)
+        if retarget.cuda_ordinal(args[0]) is not False:
+            return args[0]
     if kwargs.get("type") == "cuda":
         retarget.redirected("torch.device(type='cuda')")
         return retarget.device(kwargs.get("index"))
@@ -111,10 +119,11 @@ def _set_default_tensor_type(tensor_type):
 _default_device_from_tensor_type: list = []
 
 
-def _load(f, map_location=None, *args, **kwargs):
+def _load(f, map_location=None, pickle_module=None, *args, **kwargs):
     """`torch.load` in application code: without `map_location`, what was saved on a CUDA device
     loads on the target, as it loads on the GPU on a GPU machine (torch alone would stop: "Attempting
-    to deserialize object on a CUDA device"); a `map_location` given positionally maps as a keyword."""
+    to deserialize object on a CUDA device"); a `map_location` given positionally maps as a keyword.
+    The torch.device objects it holds that name CUDA are the target's (device_values.py)."""
     if map_location is None and not state.current().backend.loads_to_device:
         map_location = host_loading.HostStorages()
     elif map_location is None:
@@ -128,9 +137,12 @@ def _load(f, map_location=None, *args, **kwargs):
             return restored
     else:
         map_location = runtime.map_location(None, map_location)
-    if isinstance(map_location, host_loading.HostStorages):  # the target cannot restore storages
-        return host_loading.load(f, map_location, *args, **kwargs)
-    return torch.load(f, map_location, *args, **kwargs)
+    pickle_module = device_values.pickle_module_for(pickle_module, kwargs.get("weights_only"))
+    load = host_loading.load if isinstance(map_location, host_loading.HostStorages) else torch.load
+    result = load(f, map_location, pickle_module, *args, **kwargs)
+    if device_values.uses_pickle_module(pickle_module):
+        return result
+    return device_values.map_devices(result)  # the weights-only unpickler: devices in its containers
 
 
 def _restore_cuda_on_target(storage, location: str):
@@ -143,12 +155,13 @@ def _save(obj, f, pickle_module=None, *args, **kwargs):
     """`torch.save` in application code: tensors on the target are recorded as saved on CUDA (the
     device ordinal the application knows them by), so the checkpoint is the one the program writes on
     a GPU machine: the original code loads it on CUDA unchanged (the way back), and torchport loads
-    it on the target. Only the location tags differ from torch's own; on the CPU nothing does."""
+    it on the target. Only the location tags differ from torch's own; on the CPU target, only the
+    devices the application made from CUDA names are."""
     import pickle
 
     pickle_module = pickle if pickle_module is None else pickle_module
     retarget = state.current()
-    if retarget is not None and retarget.accelerator:
+    if retarget is not None:
         pickle_module = _CudaTagging(pickle_module, retarget)
     return torch.save(obj, f, pickle_module, *args, **kwargs)
 
@@ -156,11 +169,12 @@ def _save(obj, f, pickle_module=None, *args, **kwargs):
 class _CudaTagging:
     """A pickle module whose Pickler writes the target's storage locations, and its torch.device
     objects, as 'cuda:N' (torch.save hands its Pickler the persistent_id that records each storage's
-    location)."""
+    location). On the CPU target, where the host's storages and devices are the target's too, only
+    the devices the application made from CUDA names are written as CUDA's."""
 
     def __init__(self, module, retarget):
         self._module = module
-        target_type = retarget.type
+        target_type = retarget.type if retarget.accelerator else None
         visible = retarget.visible()
 
         def cuda_tag(location: str) -> str:
@@ -191,9 +205,14 @@ class _CudaTagging:
                 super().__init__(*args, **kwargs)
 
             def reducer_override(self, obj):
-                # a torch.device of the target (`torch.save(args)` holding args.device) is CUDA's too
-                if type(obj) is _real_device and obj.type == target_type:
-                    return _real_device, (cuda_tag(str(obj)),)
+                # a torch.device of the target (`torch.save(args)` holding args.device) is CUDA's too,
+                # with the ordinal the application made it for ('cuda' stays 'cuda')
+                if type(obj) is _real_device:
+                    ordinal = retarget.cuda_ordinal(obj)
+                    if ordinal is not False:
+                        return _real_device, (("cuda",) if ordinal is None else ("cuda", ordinal))
+                    if obj.type == target_type:
+                        return _real_device, (cuda_tag(str(obj)),)
                 return NotImplemented
 
             @property

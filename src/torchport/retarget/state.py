@@ -86,6 +86,13 @@ class Retarget:
             visible = self.visible()
             if not visible:  # what CUDA raises when every device is hidden
                 raise RuntimeError("No CUDA GPUs are available")
+            if index is not None and index >= len(visible):
+                # a program written for more GPUs than the target has (model parallel over cuda:0 and
+                # cuda:1): the ordinals past them share its devices, as torchrun's local ranks do; a GPU
+                # machine with this many devices would raise "invalid device ordinal"
+                self.decide(f"cuda:{index}", f"past the {len(visible)} CUDA device{'s' if len(visible) != 1 else ''} "
+                                             f"the application sees ({self.backend.name}): it shares cuda:"
+                                             f"{index % len(visible)}", kind="device")
             device = self.backend.device(None if index is None else visible[index % len(visible)])
             self._device_cache[index] = device
             return device
