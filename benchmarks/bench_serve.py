@@ -9,7 +9,9 @@
    `Deployment.infer_async` against `loop.run_in_executor(pool, model)` (each one thread hop: the
    way any server keeps model calls off its loop), on two realistic models: an MLP (width 1024,
    batch 32) and a small transformer encoder (2 layers, d_model 256, 4 heads, batch 4 x 32
-   tokens), each a few milliseconds a call on one idle thread. The five sides take turns of
+   tokens), each a few milliseconds a call on one idle thread. Every side calls one model object
+   (two copies of the same weights can differ in speed by where their memory landed, which is not
+   the runtime's cost). The five sides take turns of
    `--block` calls in a shuffled order, so a slow spell of the shared machine hits them alike, and
    within a turn every call goes the way steady traffic goes. The first `--settle` calls of each
    turn are made but not counted: they pay for the switch between sides (the weights another
@@ -71,6 +73,20 @@ class Faults(torch.nn.Module):
         return self.model(inputs)
 
 
+class Shared(torch.nn.Module):
+    """The model, which a deployment's copy of it (copy.deepcopy) leaves the same object."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs):
+        return self.model(inputs)
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 def make_model():
     torch.manual_seed(0)
     layers = [torch.nn.Linear(WIDTH, WIDTH), torch.nn.GELU(), torch.nn.Linear(WIDTH, WIDTH), torch.nn.GELU(),
@@ -110,9 +126,13 @@ def in_process(factory, make_inputs, calls: int, rounds: int, block: int = 25, s
     from torchport.serve import Deployment
 
     inputs = make_inputs()
-    direct_model = factory().eval()
-    deployment = Deployment(factory, primary="cpu", fallback="cpu", timeout_s=5.0)
-    inline = Deployment(factory, primary="cpu", fallback="cpu", timeout_s=None)
+    # One model object for every side (the deployments' primaries and the direct call): two copies
+    # of the same weights can differ in speed by where their memory landed, which is not the
+    # runtime's cost.
+    direct_model = Shared(factory()).eval()
+    deployment = Deployment(lambda: direct_model, primary="cpu", fallback="cpu", timeout_s=5.0)
+    inline = Deployment(lambda: direct_model, primary="cpu", fallback="cpu", timeout_s=None)
+    assert deployment.primary.model() is inline.primary.model() is direct_model
 
     def direct_call():
         with torch.inference_mode():
