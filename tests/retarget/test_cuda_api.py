@@ -159,6 +159,14 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     assert nccl.returncode == 1 and nccl.values()["available"] == "False"
     last = nccl.stderr.strip().splitlines()[-1]
     assert "torch.cuda.nccl.version" in last and "app.py:4" in last and "torch.distributed" in last
+    # NVML's readings (torch's own call stops on a missing pynvml): the call site and the alternative;
+    # nvidia-smi's used memory is the device's, as mem_get_info reads it
+    nvml = program("import torch\nprint('used=' + str(torch.cuda.device_memory_used() == "
+                   "torch.cuda.mem_get_info()[1] - torch.cuda.mem_get_info()[0]))\ntorch.cuda.utilization()\n",
+                   "--device", "neuron-emulated")
+    assert nvml.returncode == 1 and nvml.values()["used"] == "True"
+    last = nvml.stderr.strip().splitlines()[-1]
+    assert "torch.cuda.utilization" in last and "app.py:3" in last and "monitoring" in last
 
 
 def test_strict_turns_silent_noops_into_errors(program):

@@ -249,6 +249,12 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     return "\n".join(f"{key}: {value}" for key, value in stats.items())
 
 
+def device_memory_used(device=None) -> int:
+    """`torch.cuda.device_memory_used()` (nvidia-smi's used memory): the device's size less its free memory."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
 def mem_get_info(device=None) -> tuple[int, int]:
     retarget = _rt()
     retarget.redirected("torch.cuda.mem_get_info")
@@ -727,6 +733,11 @@ _UNSUPPORTED = {
     "graph_pool_handle": "Use torch.compile(model, mode='reduce-overhead'), which pools its graphs' memory itself",
     "jiterator": "Use a torch.compile'd Python function",
 }
+#: NVML's readings of an NVIDIA GPU (torch.cuda asks pynvml for them): no such library for the target.
+_NVML_ALTERNATIVE = ("NVML reads NVIDIA GPUs only: read the target's own monitoring tool, or the device "
+                     "metrics of `torchport serve` (/metrics)")
+for _name in ("utilization", "temperature", "power_draw", "clock_rate", "memory_usage", "list_gpu_processes"):
+    _UNSUPPORTED[_name] = _NVML_ALTERNATIVE
 
 #: torch.cuda.nccl's single-process collectives (version gates, DataParallel-style reductions).
 _NCCL_ALTERNATIVE = ("Use torch.distributed: 'nccl' process groups run on the target's collectives, or "
@@ -839,7 +850,7 @@ def build_cuda_module() -> types.ModuleType:
         "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
         "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
         "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
-        "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed", "seed_all",
+        "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
         "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call", "set_sync_debug_mode",
