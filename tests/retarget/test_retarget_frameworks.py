@@ -448,3 +448,59 @@ def test_accelerate_under_torchrun_runs_distributed_or_says_it_cannot(tmp_path):
             assert completed.returncode != 0
             assert "accelerate's distributed run (2 processes)" in completed.stderr
             assert "Rehearse the distributed run with --device cpu" in completed.stderr
+
+
+FSDP2_TORCHRUN = """
+import os, torch, torch.nn as nn, torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+mesh = init_device_mesh("cuda", (dist.get_world_size(),))  # the FSDP2 tutorial's and torchtitan's mesh
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).cuda()
+for layer in (model[0], model[2]):
+    fully_shard(layer, mesh=mesh)
+fully_shard(model, mesh=mesh)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+generator = torch.Generator().manual_seed(100 + rank)
+for step in range(3):
+    x, y = torch.randn(4, 8, generator=generator).cuda(), torch.randn(4, 1, generator=generator).cuda()
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+total = sum(p.full_tensor().sum().item() for p in model.parameters())
+with open(f"rank{rank}.txt", "w") as out:
+    out.write(f"{loss.item():.6f} {total:.6f}")
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_over_a_cuda_device_mesh_under_torchrun(tmp_path):
+    # init_device_mesh("cuda", ...) crashed in torch.cuda.set_device on every target; the CPU target
+    # now trains as the gloo hand port does, the emulated device stops with what is not emulated
+    env = {**os.environ, "TORCHPORT_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    hand_port = FSDP2_TORCHRUN.replace('"nccl"', '"gloo"').replace('init_device_mesh("cuda"', 'init_device_mesh("cpu"') \
+        .replace(".cuda()", "").replace('torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))', "")
+    results = {}
+    for name, source, torchport in (("hand", hand_port, []), ("cpu", FSDP2_TORCHRUN, ["cpu"]),
+                                    ("emulated", FSDP2_TORCHRUN, ["neuron-emulated"])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "train.py").write_text(source)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        command += ["-m", "torchport", "run", "--device", *torchport, "train.py"] if torchport else ["train.py"]
+
+        def launch(command=command, folder=folder):
+            return subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=300)
+
+        completed = relaunched(launch, lambda outcome: TEARDOWN_ABORT in outcome.stderr)
+        results[name] = completed
+        if name != "emulated":
+            assert completed.returncode == 0, completed.stderr[-3000:]
+            results[name] = [(folder / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert results["cpu"] == results["hand"]
+    assert results["emulated"].returncode != 0
+    assert "Rehearse FSDP with --device cpu" in results["emulated"].stderr

@@ -74,6 +74,15 @@ class DeviceModule:
 
     default_stream = current_stream
 
+    def Stream(self, device=None, priority: int = 0, **kwargs) -> torch.Stream:  # noqa: N802 - torch.cuda.Stream
+        """A new stream (FSDP2 makes its copy streams so): the one stream there is."""
+        return torch.Stream(device=state.device)
+
+    def Event(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
+        """An event on the device's one stream (torch.cuda.Event's arguments)."""
+        return torch.Event(device=state.device, enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
+
     def stream(self, stream):
         """Context manager making `stream` current; with one stream, nothing changes."""
         return contextlib.nullcontext()

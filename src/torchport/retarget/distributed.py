@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from torchport.retarget import state
 
-__all__ = ["map_backend", "init_process_group", "new_group", "get_backend", "is_nccl_available"]
+__all__ = ["map_backend", "init_process_group", "new_group", "get_backend", "is_nccl_available", "init_device_mesh"]
 
 _real_init_process_group = dist.init_process_group
 _real_new_group = dist.new_group
@@ -105,3 +105,15 @@ def get_backend(group=None):
 def is_nccl_available() -> bool:
     """True: NCCL requests are served by the target's collective backend."""
     return True
+
+
+def init_device_mesh(device_type, *args, **kwargs):
+    """`init_device_mesh("cuda", (n,))` (FSDP2, tensor parallelism): a mesh of the target's devices,
+    its process groups on the target's collective backend."""
+    from torch.distributed.device_mesh import init_device_mesh as real
+
+    if device_type == "cuda":
+        retarget = state.current()
+        retarget.redirected("init_device_mesh('cuda')")
+        device_type = retarget.type
+    return real(device_type, *args, **kwargs)

@@ -300,10 +300,14 @@ class Facades:
                 "custom_bwd": amp.custom_bwd,
             },
         )
+        import torch.distributed.device_mesh as real_device_mesh
+
+        self.device_mesh = _facade_module(real_device_mesh, {"init_device_mesh": distributed.init_device_mesh})
         self.distributed = _facade_module(
             real_distributed,
             {"init_process_group": distributed.init_process_group, "new_group": distributed.new_group,
-             "get_backend": distributed.get_backend, "is_nccl_available": distributed.is_nccl_available},
+             "get_backend": distributed.get_backend, "is_nccl_available": distributed.is_nccl_available,
+             "init_device_mesh": distributed.init_device_mesh, "device_mesh": self.device_mesh},
         )
         self.backends = backend_flags.build_backends_module(torch.backends)
         self.random = _facade_module(torch.random, {"fork_rng": _fork_rng, "manual_seed": _manual_seed})
@@ -350,6 +354,7 @@ class Facades:
             "torch.cuda.nccl": self.cuda.nccl,
             "torch.amp": self.amp,
             "torch.distributed": self.distributed,
+            "torch.distributed.device_mesh": self.device_mesh,
             "torch.backends": self.backends,
             "torch.backends.cudnn": self.backends.cudnn,
             "torch.backends.cuda": self.backends.cuda,

@@ -486,6 +486,14 @@ def _device_keyword(site: int, value):
     return map_device(value, site)
 
 
+def device_type_keyword(site: int, value):
+    """`device_type="cuda"` (init_device_mesh, DeviceMesh, torch.Stream, ...): the target's device type."""
+    if value.__class__ is str and value == "cuda":
+        HITS[site] += 1
+        return _rt.type
+    return value
+
+
 def activities(site: int, value):
     """torch.profiler's `activities=[..., ProfilerActivity.CUDA]`: the target's kernels, where torch
     profiles them."""
@@ -501,6 +509,7 @@ def use_device(site: int, value):
 KEYWORD_HELPERS = {
     "device": _device_keyword,
     "device_id": _device_keyword,
+    "device_type": device_type_keyword,
     "output_device": output_device,
     "map_location": map_location,
     "device_ids": device_ids,

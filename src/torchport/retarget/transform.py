@@ -60,6 +60,7 @@ REWRITTEN_METHODS = {
 REWRITTEN_KEYWORDS = {
     "device": "map_device",
     "device_id": "map_device",
+    "device_type": "device_type_keyword",
     "output_device": "output_device",
     "map_location": "map_location",
     "device_ids": "device_ids",
