@@ -574,4 +574,9 @@ IDIOMS = [
      "              torch.backends.cuda.flash_sdp_enabled())\n"
      "result = (inside, torch.backends.cuda.math_sdp_enabled())",
      "result = ((True, False, False), True)"),
+    # resuming from a checkpoint written on a GPU: its generator state is Philox's 16 bytes (seed, offset)
+    ("cuda_set_rng_state_of_a_gpu_checkpoint",
+     "import torch\nstate = torch.tensor([42, 7], dtype=torch.int64).view(torch.uint8)\n"
+     "torch.cuda.set_rng_state(state)\nx = torch.rand(2, device='cuda')\nresult = (tuple(x.shape), x.dtype)",
+     "import torch\nresult = ((2,), torch.float32)"),
 ]

@@ -256,6 +256,28 @@ def test_float64_computed_in_float32_by_the_target_is_reported_by_run(program, t
     assert "computed in float32" in decisions["float64 on neuron-emulated"]["decision"]
 
 
+def test_seeding_and_restoring_the_cuda_generator_are_reported_where_the_host_generator_serves(program, tmp_path):
+    # the emulated device draws from the host generator: a per-rank device seed (Megatron-style)
+    # restarts host draws too, and a GPU's Philox state cannot be restored bit for bit: both reported
+    source = """
+    import torch
+    torch.cuda.manual_seed(100)
+    torch.cuda.set_rng_state(torch.tensor([42, 7], dtype=torch.int64).view(torch.uint8))
+    states = torch.cuda.get_rng_state_all()
+    print("states=" + str(len(states)) + "," + str(len(states) == torch.cuda.device_count()))
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "neuron-emulated", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"states": "1,True"}
+    data = json.loads(report.read_text())
+    decisions = {d["topic"]: d["decision"] for d in data["decisions"]}
+    assert "seeds the host generator" in decisions["torch.cuda.manual_seed"]
+    assert "seed 42, offset 7" in decisions["CUDA generator state"]
+    redirected = {entry["api"] for entry in data["redirected"]}
+    assert {"torch.cuda.set_rng_state", "torch.cuda.get_rng_state_all"} <= redirected
+
+
 AMP_OVERFLOW = """
 import json, torch
 torch.manual_seed(0)

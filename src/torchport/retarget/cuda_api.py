@@ -309,21 +309,31 @@ def memory_snapshot(*args, **kwargs) -> list:
 
 
 # -- random numbers --------------------------------------------------------------------------
+def _shares_host_generator(retarget) -> bool:
+    """Whether the target's random draws come from the host generator (the CPU; a device whose
+    generator is the host's, as the emulated one's): seeding it seeds the host's draws too."""
+    if not retarget.accelerator:
+        return True
+    generators = getattr(retarget.backend.device_module(), "default_generators", ()) or ()
+    return any(generator is torch.default_generator for generator in generators)
+
+
 def manual_seed(seed: int) -> None:
     retarget = _rt()
     retarget.redirected("torch.cuda.manual_seed")
-    if retarget.accelerator:
-        retarget.backend.device_module().manual_seed(seed)
-    else:
+    if _shares_host_generator(retarget):
         _seed_host(retarget, "torch.cuda.manual_seed", seed)
+    else:
+        retarget.backend.device_module().manual_seed(seed)
 
 
 def _seed_host(retarget, api: str, seed: int | None) -> None:
-    """On the CPU the device's draws come from the host generator (its state is what get_rng_state
+    """Where the device's draws come from the host generator (its state is what get_rng_state
     gives): seeding it keeps them reproducible after torch.cuda.manual_seed(s), as on CUDA; host
     draws restart with them, one generator serving both (reported). `seed` None: a random seed."""
     retarget.decide(api, f"seeds the host generator: on {retarget.backend.name} it also draws the device's "
-                         "random numbers", kind="adapted")
+                         "random numbers (host draws, such as a DataLoader's shuffle, restart with it)",
+                    kind="adapted")
     if seed is None:
         torch.default_generator.seed()
     else:
@@ -333,41 +343,78 @@ def _seed_host(retarget, api: str, seed: int | None) -> None:
 def manual_seed_all(seed: int) -> None:
     retarget = _rt()
     retarget.redirected("torch.cuda.manual_seed_all")
-    if retarget.accelerator:
+    if _shares_host_generator(retarget):
+        _seed_host(retarget, "torch.cuda.manual_seed_all", seed)
+    else:
         module = retarget.backend.device_module()
         getattr(module, "manual_seed_all", module.manual_seed)(seed)
-    else:
-        _seed_host(retarget, "torch.cuda.manual_seed_all", seed)
 
 
 def seed() -> None:
     retarget = _rt()
-    if retarget.accelerator:
-        retarget.backend.device_module().seed()
-    else:
+    retarget.redirected("torch.cuda.seed")
+    if _shares_host_generator(retarget):
         _seed_host(retarget, "torch.cuda.seed", None)
+    else:
+        retarget.backend.device_module().seed()
 
 
 seed_all = seed
 
 
 def initial_seed() -> int:
-    if _rt().accelerator:
-        return _rt().backend.device_module().initial_seed()
+    retarget = _rt()
+    retarget.redirected("torch.cuda.initial_seed")
+    if retarget.accelerator:
+        return retarget.backend.device_module().initial_seed()
     return torch.initial_seed()
 
 
 def get_rng_state(device="cuda"):
+    _rt().redirected("torch.cuda.get_rng_state")
+    return _rng_state()
+
+
+def _rng_state():
     if _rt().accelerator:
         return _rt().backend.device_module().get_rng_state()
     return torch.get_rng_state()
 
 
 def set_rng_state(new_state, device="cuda") -> None:
-    if _rt().accelerator:
-        _rt().backend.device_module().set_rng_state(new_state)
+    _rt().redirected("torch.cuda.set_rng_state")
+    _set_rng_state(new_state)
+
+
+def _set_rng_state(new_state) -> None:
+    retarget = _rt()
+    gpu = _gpu_generator_state(new_state)
+    if gpu is not None:  # a checkpoint written on a GPU machine: its generator's seed, reported
+        seed, offset = gpu
+        retarget.decide("CUDA generator state", f"a GPU's generator state (Philox: seed {seed}, offset {offset}) "
+                                                f"restored as seed {seed} on {retarget.backend.name}, whose "
+                                                "generator has another algorithm: its draws are not the GPU's",
+                        kind="adapted")
+        if retarget.accelerator:
+            retarget.backend.device_module().manual_seed(seed)
+        else:
+            torch.default_generator.manual_seed(seed)
+        return
+    if retarget.accelerator:
+        retarget.backend.device_module().set_rng_state(new_state)
     else:
         torch.set_rng_state(new_state)
+
+
+def _gpu_generator_state(state) -> tuple[int, int] | None:
+    """(seed, offset) of a CUDA generator's state (16 bytes: Philox's 64-bit seed and offset), where
+    the target's generator keeps another state; else None."""
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() != 16:
+        return None
+    if _rng_state().numel() == 16:
+        return None
+    seed, offset = state.detach().cpu().contiguous().view(torch.int64).tolist()
+    return seed, offset
 
 
 def _default_generators() -> tuple:
@@ -387,12 +434,18 @@ def _lazy_call(callable, **kwargs) -> None:
 
 
 def get_rng_state_all():
-    return [get_rng_state()]
+    """One state per CUDA device the application sees (`states[local_rank]` under torchrun)."""
+    _rt().redirected("torch.cuda.get_rng_state_all")
+    return [_rng_state() for _ in range(len(_rt().visible()))]
 
 
 def set_rng_state_all(new_states) -> None:
+    """One state per CUDA device the application sees; the devices it sees share the target's
+    generator where they share its device (the state of the process's own device is restored)."""
+    _rt().redirected("torch.cuda.set_rng_state_all")
     if new_states:
-        set_rng_state(new_states[0])
+        current = _rt().current_ordinal or 0
+        _set_rng_state(new_states[current if current < len(new_states) else 0])
 
 
 # -- streams and events ----------------------------------------------------------------------
