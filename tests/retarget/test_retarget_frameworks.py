@@ -205,10 +205,13 @@ else:  # from a config dict
     config[sys.argv[1]] = True
     args = TrainingArguments(**config)
 trainer = Trainer(model=model, args=args, train_dataset=Data())
+computed = []  # what the training forward passes compute in
+model.lm_head.register_forward_hook(lambda module, inputs, output: computed.append(str(output.dtype)))
 trainer.train()
 print("app_sees_cuda=" + str(torch.cuda.is_available()))
 print("model=" + next(model.parameters()).device.__str__().split(":")[0])
 print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
+print("computes_in=" + computed[0])
 """
 
 
@@ -226,6 +229,12 @@ def test_transformers_trainer_mixed_precision_trains_on_the_target(program, tmp_
     assert values["mixed_precision"] == precision
     report = json.loads((tmp_path / "report.json").read_text())
     assert _decisions(report)["device of Accelerate / transformers Trainer"].startswith("run on")
+    # the report says what the forward passes compute in: Accelerate runs fp16 autocast only off the CPU
+    computes_in = {("cpu", "fp16"): "torch.float32", ("cpu", "bf16"): "torch.bfloat16",
+                   ("neuron-emulated", "fp16"): "torch.float16"}[(device, precision)]
+    assert values["computes_in"] == computes_in
+    decision = _decisions(report)[f"transformers TrainingArguments {precision}=True"]
+    assert ("runs in fp32" in decision) == (computes_in == "torch.float32")
 
 
 ACCELERATE = """

@@ -288,6 +288,8 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
             runtime.HITS[site] += 1
             retarget.decide(topic, f"{wanted or 'fp32'} on {retarget.backend.name} "
                                    f"({'no mixed precision' if wanted is None else wanted + '=True'})")
+        elif wanted == "fp16" and retarget.type == "cpu":
+            retarget.decide(topic, _FP16_ON_CPU.format(who="the Trainer's Accelerate"))
         else:
             retarget.decide(topic, f"kept on {retarget.backend.name}")
     if retarget.type == "cpu" and "use_cpu" not in kwargs:
@@ -301,6 +303,10 @@ def _is_accelerator(function) -> bool:
         for cls in function.__mro__
     )
 
+
+#: What a kept fp16 does on the CPU target where Accelerate runs the mixed precision.
+_FP16_ON_CPU = ("runs in fp32 on the CPU: {who} enables fp16 autocast only on accelerators "
+                "(--precision auto or bf16 gives bf16 autocast)")
 
 #: Accelerate's mixed-precision names for CUDA autocast dtypes.
 _ACCELERATE_MIXED = {"fp16": "float16", "bf16": "bfloat16"}
@@ -330,8 +336,7 @@ def accelerator_keywords(kwargs: dict, site: int) -> None:
         what = "fp32 (no mixed precision)" if wanted == "no" else f"{wanted} autocast"
         retarget.decide(topic, f"{what} on {retarget.backend.name} (mixed_precision={wanted!r})")
     elif wanted == "fp16" and retarget.type == "cpu":
-        retarget.decide(topic, "runs in fp32 on the CPU: Accelerate enables fp16 autocast only on accelerators "
-                               "(--precision auto or bf16 gives bf16 autocast)")
+        retarget.decide(topic, _FP16_ON_CPU.format(who="Accelerate"))
     elif wanted == "fp16" and not retarget.backend.supports_grad_scaler:
         from accelerate.utils import GradScalerKwargs
 
