@@ -37,7 +37,8 @@ def _adapt(kwargs: dict) -> dict:
     note = f"compiled with backend {chosen!r} (the {retarget.backend.name} target's compiler) instead of inductor"
     if dropped:
         note += f"; inductor's {', '.join(dropped)} dropped"
-    retarget.decide("torch.compile", note, kind="adapted")
+    # one decision for each distinct request, so every dropped setting is in the report
+    retarget.decide(f"torch.compile {', '.join(dropped)}" if dropped else "torch.compile", note, kind="adapted")
     return kwargs
 
 
