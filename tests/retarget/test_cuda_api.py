@@ -350,3 +350,18 @@ def test_each_attention_restriction_the_target_lacks_is_reported_with_what_ran(p
     assert len(adapted) == 2, adapted
     assert adapted[0].endswith("allows FLASH_ATTENTION, MATH (its profile's kernels; MATH is exact)")
     assert adapted[1].endswith("allows MATH (its profile's kernels; MATH is exact)")
+
+
+def test_device_properties_show_as_cudas_and_say_why_hardware_fields_are_absent(program):
+    source = """
+    import torch
+    properties = torch.cuda.get_device_properties(0)
+    print("repr=" + repr(properties).split("(")[0] + "," + str("total_memory=" in repr(properties)))
+    try:
+        properties.warp_size
+    except AttributeError as error:
+        print("warp_size=" + str("NVIDIA's hardware" in str(error)))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"repr": "_CudaDeviceProperties,True", "warp_size": "True"}

@@ -127,8 +127,35 @@ def get_device_capability(device=None) -> tuple[int, int]:
     return retarget.backend.capability()
 
 
+#: The fields of CUDA's device properties that describe NVIDIA hardware (warps, caches, PCI
+#: slots): no value of the target's answers them.
+_HARDWARE_PROPERTIES = frozenset((
+    "L2_cache_size", "gcnArchName", "max_threads_per_multi_processor", "pci_bus_id", "pci_device_id",
+    "pci_domain_id", "regs_per_multiprocessor", "shared_memory_per_block", "shared_memory_per_block_optin",
+    "shared_memory_per_multiprocessor", "uuid", "warp_size", "clock_rate", "memory_clock_rate", "memory_bus_width"))
+
+
+class DeviceProperties(types.SimpleNamespace):
+    """`torch.cuda.get_device_properties()`: the fields that describe the target (name, memory size,
+    capability, processors), shown as CUDA shows them. A field of NVIDIA's hardware is absent, as
+    `hasattr` probes expect, and reading it says why (a plain namespace said only its name)."""
+
+    def __getattr__(self, name):
+        if name in _HARDWARE_PROPERTIES:
+            retarget = _rt()
+            target = retarget.backend.name if retarget is not None else "the target"
+            raise AttributeError(f"torch.cuda.get_device_properties().{name} is a property of NVIDIA's hardware, "
+                                 f"which {target} does not have: branch on name, total_memory or major/minor "
+                                 "instead (torchport)")
+        raise AttributeError(f"'_CudaDeviceProperties' object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name={self.name!r}, major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // 2**20}MB, multi_processor_count={self.multi_processor_count})")
+
+
 def get_device_properties(device=None):
-    """A namespace with the fields CUDA code reads most (name, total_memory, major/minor, SMs)."""
+    """The fields CUDA code reads most (name, total_memory, major/minor, SMs): DeviceProperties."""
     import os
 
     retarget = _rt()
@@ -136,7 +163,7 @@ def get_device_properties(device=None):
     index = _ordinal(device) if device is not None else 0
     major, minor = retarget.backend.capability()
     processors = 1 if retarget.accelerator else (os.cpu_count() or 1)
-    return types.SimpleNamespace(
+    return DeviceProperties(
         name=retarget.backend.device_name(index),
         total_memory=_total_memory(retarget, index),
         major=major,
