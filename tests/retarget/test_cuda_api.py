@@ -167,6 +167,13 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     assert nvml.returncode == 1 and nvml.values()["used"] == "True"
     last = nvml.stderr.strip().splitlines()[-1]
     assert "torch.cuda.utilization" in last and "app.py:3" in last and "monitoring" in last
+    # a torch.cuda function torchport does not map, failing for want of CUDA: the call site and the
+    # alternative, not torch's "Torch not compiled with CUDA enabled" after is_available() said True
+    unmapped = program("import torch\nassert torch.cuda.is_available()\ntorch.cuda.caching_allocator_alloc(1024)\n",
+                       "--device", "cpu")
+    last = unmapped.stderr.strip().splitlines()[-1]
+    assert unmapped.returncode == 1 and "UnsupportedCudaFeature" in last and "caching_allocator_alloc" in last
+    assert "app.py:3" in last and "compiled with CUDA" not in last
 
 
 def test_strict_turns_silent_noops_into_errors(program):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import time
 import types
@@ -885,11 +886,30 @@ class _CudaModule(types.ModuleType):
         if callable(value) and not isinstance(value, type):
             retarget = _rt()
             if retarget is not None:
-                retarget.unsupported(
+                error = retarget.unsupported(
                     f"torch.cuda.{name}", "Use torch.accelerator or torch.get_device_module()",
                     raise_error=False,
                 )
+                return _stopping_clearly(value, error)
         return value
+
+
+def _stopping_clearly(function, error):
+    """`function` (a torch.cuda function torchport does not map, already reported), whose failure for
+    want of CUDA ("Torch not compiled with CUDA enabled", a missing torch._C CUDA binding) is `error`,
+    naming the call site and the alternative: torch's own message contradicts is_available()."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except (AssertionError, AttributeError, RuntimeError) as failure:
+            text = str(failure)
+            if "compiled with CUDA" in text or "'_cuda" in text or "has no attribute '_cuda" in text:
+                raise error from failure
+            raise
+
+    return call
 
 
 def _build_comm() -> types.ModuleType:
