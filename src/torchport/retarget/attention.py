@@ -45,14 +45,15 @@ def _target_backends(requested: list) -> list:
     return kept
 
 
-#: The kernels the application asked for in the adapted regions it is in (innermost last).
-_asked: list[frozenset] = []
+#: The kernels the application asked for in the regions it is in, innermost last (None: a region
+#: the target honours as asked, whose flags torch's own readers give).
+_asked: list[frozenset | None] = []
 
 
 @contextlib.contextmanager
-def _adapted(context, requested: list):
+def _region(context, asked: frozenset | None):
     with context as entered:
-        _asked.append(frozenset(requested))
+        _asked.append(asked)
         try:
             yield entered
         finally:
@@ -66,9 +67,7 @@ def sdpa_kernel(backends, set_priority: bool = False):
     if isinstance(backends, list):
         requested = list(dict.fromkeys(backends))
         kept = _target_backends(requested)
-        if kept is not requested:
-            return _adapted(_real_sdpa_kernel(kept, set_priority), requested)
-        backends = kept
+        return _region(_real_sdpa_kernel(kept, set_priority), frozenset(requested) if kept is not requested else None)
     return _real_sdpa_kernel(backends, set_priority)
 
 
@@ -76,7 +75,7 @@ def _enabled_reader(name: str, backend: SDPBackend):
     real = getattr(torch.backends.cuda, name)
 
     def enabled() -> bool:
-        if _asked:
+        if _asked and _asked[-1] is not None:
             return backend in _asked[-1]
         return real()
 

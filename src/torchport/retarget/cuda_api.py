@@ -439,7 +439,8 @@ def _gpu_generator_state(state) -> tuple[int, int] | None:
     the target's generator keeps another state; else None."""
     if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() != 16:
         return None
-    if _rng_state().numel() == 16:
+    own = _rng_state()  # torch_xla's is an integer
+    if isinstance(own, torch.Tensor) and own.numel() == 16:
         return None
     seed, offset = state.detach().cpu().contiguous().view(torch.int64).tolist()
     return seed, offset
@@ -817,8 +818,8 @@ _UNSUPPORTED = {
 #: NVML's readings of an NVIDIA GPU (torch.cuda asks pynvml for them): no such library for the target.
 _NVML_ALTERNATIVE = ("NVML reads NVIDIA GPUs only: read the target's own monitoring tool, or the device "
                      "metrics of `torchport serve` (/metrics)")
-for _name in ("utilization", "temperature", "power_draw", "clock_rate", "memory_usage", "list_gpu_processes"):
-    _UNSUPPORTED[_name] = _NVML_ALTERNATIVE
+_UNSUPPORTED.update(dict.fromkeys(("utilization", "temperature", "power_draw", "clock_rate", "memory_usage",
+                                    "list_gpu_processes"), _NVML_ALTERNATIVE))
 
 #: torch.cuda.nccl's single-process collectives (version gates, DataParallel-style reductions).
 _NCCL_ALTERNATIVE = ("Use torch.distributed: 'nccl' process groups run on the target's collectives, or "
@@ -905,7 +906,7 @@ def _stopping_clearly(function, error):
             return function(*args, **kwargs)
         except (AssertionError, AttributeError, RuntimeError) as failure:
             text = str(failure)
-            if "compiled with CUDA" in text or "'_cuda" in text or "has no attribute '_cuda" in text:
+            if "compiled with CUDA" in text or "'_cuda" in text:
                 raise error from failure
             raise
 

@@ -32,7 +32,7 @@ import torch
 
 from torchport.retarget import state
 
-__all__ = ["pickle_module_for", "map_devices", "keep_identity_in_copies"]
+__all__ = ["pickle_module_for", "uses_pickle_module", "map_devices", "keep_identity_in_copies"]
 
 _real_device = torch.device
 
@@ -81,6 +81,7 @@ def pickle_module_for(pickle_module, weights_only):
 
 
 def uses_pickle_module(pickle_module) -> bool:
+    """Whether torch.load got the device-mapping pickle module (its result needs no walk)."""
     return isinstance(pickle_module, _DeviceLoading)
 
 
