@@ -579,4 +579,10 @@ IDIOMS = [
      "import torch\nstate = torch.tensor([42, 7], dtype=torch.int64).view(torch.uint8)\n"
      "torch.cuda.set_rng_state(state)\nx = torch.rand(2, device='cuda')\nresult = (tuple(x.shape), x.dtype)",
      "import torch\nresult = ((2,), torch.float32)"),
+    ("sdpa_kernel_nested_regions_read_their_own_flags",
+     "import torch\nfrom torch.nn.attention import SDPBackend, sdpa_kernel\n"
+     "flags = lambda: (torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled())\n"
+     "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):\n    with sdpa_kernel(SDPBackend.MATH):\n"
+     "        inner = flags()\n    outer = flags()\nresult = (inner, outer, flags())",
+     "result = ((True, False), (False, True), (True, True))"),
 ]
