@@ -1,6 +1,7 @@
 """torch.device values standing for CUDA stay so where the application loads or copies them.
 
-Loading: a device saved as CUDA's is the target's.
+Loading: a device saved as CUDA's is the target's (the in-place walk of loaded containers, `map_in_place`, is
+also the one host_loading copies tensors with).
 
 A checkpoint written on a GPU machine (or by torchport, which writes the target's devices as CUDA's:
 the way back) holds `torch.device('cuda', 0)` wherever the program kept one (`args.device`,
@@ -32,7 +33,7 @@ import torch
 
 from torchport.retarget import state
 
-__all__ = ["pickle_module_for", "uses_pickle_module", "map_devices", "keep_identity_in_copies"]
+__all__ = ["pickle_module_for", "uses_pickle_module", "map_devices", "map_in_place", "keep_identity_in_copies"]
 
 _real_device = torch.device
 
@@ -86,37 +87,46 @@ def uses_pickle_module(pickle_module) -> bool:
 
 
 def map_devices(value):
-    """`value` with CUDA devices in its dicts, lists and tuples replaced by the target's (dicts and lists
-    changed in place, a tuple rebuilt only where a member changed)."""
-    return _walk(value, {})
+    """`value` with CUDA devices in its dicts, lists and tuples replaced by the target's."""
+    return map_in_place(value, _loaded_device)
 
 
-def _walk(value, seen: dict):
+def _loaded_device(value):
+    if value.__class__ is _real_device and value.type == "cuda":
+        return _device(value.type, value.index)
+    return value
+
+
+def map_in_place(value, leaf):
+    """`value` with `leaf` applied to what its dicts, lists and tuples hold: dicts and lists changed
+    in place (shared ones once, their sharing kept), a tuple rebuilt only where a member changed."""
+    return _walk(value, leaf, set())
+
+
+def _walk(value, leaf, seen: set):
     kind = value.__class__
-    if kind is _real_device:
-        return _device(value.type, value.index) if value.type == "cuda" else value
     if kind is dict or isinstance(value, dict):
         if id(value) not in seen:
-            seen[id(value)] = value
+            seen.add(id(value))
             for key, item in value.items():
-                mapped = _walk(item, seen)
+                mapped = _walk(item, leaf, seen)
                 if mapped is not item:
                     value[key] = mapped
         return value
     if kind is list:
         if id(value) not in seen:
-            seen[id(value)] = value
+            seen.add(id(value))
             for position, item in enumerate(value):
-                mapped = _walk(item, seen)
+                mapped = _walk(item, leaf, seen)
                 if mapped is not item:
                     value[position] = mapped
         return value
     if isinstance(value, tuple):
-        items = [_walk(item, seen) for item in value]
+        items = [_walk(item, leaf, seen) for item in value]
         if all(mapped is item for mapped, item in zip(items, value)):
             return value
         return kind._make(items) if hasattr(kind, "_make") else kind(items)
-    return value
+    return leaf(value)
 
 
 def _same(value, memo=None):

@@ -21,9 +21,8 @@ import sys
 import threading
 
 import torch
-from torch.utils._pytree import tree_map
-
 from torchport.retarget import state
+from torchport.retarget.device_values import map_in_place
 
 __all__ = ["HostStorages", "load", "HOST"]
 
@@ -95,4 +94,4 @@ def load(f, map_location: HostStorages, *args, **kwargs):
             return torch.nn.Parameter(moved, requires_grad=value.requires_grad)
         return moved.requires_grad_(value.requires_grad)
 
-    return tree_map(copy, result)
+    return map_in_place(result, copy)
