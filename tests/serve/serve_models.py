@@ -122,3 +122,30 @@ def settle(deployment, limit_s: float = 5.0) -> None:
     deadline = time.monotonic() + limit_s
     while deployment._primary_workers.abandoned and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+#: Value of inputs[0][0] that makes SlowModel take SLOW_S seconds on every device.
+SLOW_MARKER, SLOW_S = 2001.0, 3.0
+
+
+class SlowModel(torch.nn.Module):
+    """make_linear's model that takes SLOW_S seconds on inputs marked SLOW_MARKER, on any device."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if float(inputs.reshape(-1)[0]) == SLOW_MARKER:
+            time.sleep(SLOW_S)
+        return self.model(inputs)
+
+
+def make_slow_model():
+    return SlowModel()
+
+
+def make_slow_loading():
+    """A factory that takes two seconds, as a large checkpoint's load does."""
+    time.sleep(2.0)
+    return make_linear()

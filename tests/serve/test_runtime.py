@@ -261,8 +261,12 @@ def test_micro_batching_is_off_by_default():
 
 
 class OutOfMemoryEverywhere(torch.nn.Module):
+    """Each device runs out of memory, reporting it as that device does."""
+
     def forward(self, inputs):
-        raise RuntimeError("RESOURCE_EXHAUSTED: failed to allocate 4.00GiB on the device")
+        if inputs.device.type != "cpu":
+            raise RuntimeError("RESOURCE_EXHAUSTED: failed to allocate 4.00GiB on the device")
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4294967296 bytes.")
 
 
 def test_out_of_memory_on_both_devices_is_503_and_charges_the_breaker():

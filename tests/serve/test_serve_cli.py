@@ -7,12 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from http_client import Client
-from serve_models import sample
+from serve_models import SLOW_MARKER, SLOW_S, sample
 from torchport.cli.main import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,6 +26,25 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_ready(process, port: int, timeout_s: float = 60):
+    """/readyz once it answers 200 (None if the process ends or it never does); while the model loads
+    the server already listens: /healthz is 200 and /readyz 503 'loading'."""
+    deadline = time.monotonic() + timeout_s
+    ready = None
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            ready = Client(f"http://127.0.0.1:{port}", timeout_s=5).request("GET", "/readyz")
+        except OSError:
+            time.sleep(0.05)
+            continue
+        if ready[0] == 200:
+            return ready
+        assert ready[0] == 503 and ready[2]["loading"] is True, ready
+        assert Client(f"http://127.0.0.1:{port}", timeout_s=5).request("GET", "/healthz")[0] == 200
+        time.sleep(0.05)
+    return ready
+
+
 @pytest.mark.slow
 def test_serve_answers_then_drains_on_sigterm_and_exits_zero():
     port = free_port()
@@ -32,14 +52,7 @@ def test_serve_answers_then_drains_on_sigterm_and_exits_zero():
                                 "--fallback", "cpu", "--port", str(port), "--shadow", "1.0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        ready = None
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                ready = Client(f"http://127.0.0.1:{port}", timeout_s=5).request("GET", "/readyz")
-                break
-            except OSError:
-                time.sleep(0.2)
+        ready = wait_ready(process, port)
         assert ready is not None and ready[0] == 200, process.stderr.read() if process.poll() is not None else ready
         status, headers, body = Client(f"http://127.0.0.1:{port}").predict({"inputs": sample(1)})
         assert status == 200 and headers["x-torchport-device"] == "neuron-emulated" and len(body["outputs"][0]) == 4
@@ -52,11 +65,103 @@ def test_serve_answers_then_drains_on_sigterm_and_exits_zero():
     assert "Traceback" not in stderr and "serving" in stderr
 
 
+def serve(entry: str, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "torchport", "serve", os.path.join(HERE, "serve_models.py") + ":" + entry,
+                             "--primary", "neuron-emulated", "--fallback", "cpu", "--port", str(port), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def ask_in_thread(port: int, payload) -> tuple[threading.Thread, list]:
+    """Send `payload` from a thread; `results` gets the response, or the error of a connection cut."""
+    results: list = []
+
+    def send():
+        try:
+            results.append(Client(f"http://127.0.0.1:{port}", timeout_s=30).predict(payload))
+        except OSError as error:
+            results.append(error)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread, results
+
+
+@pytest.mark.slow
+def test_health_answers_while_the_model_loads():
+    port = free_port()
+    process = serve("make_slow_loading", port)
+    try:
+        deadline, seen_loading = time.monotonic() + 30, False
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                client = Client(f"http://127.0.0.1:{port}", timeout_s=1)  # a hung health check fails here
+                health, ready = client.request("GET", "/healthz"), client.request("GET", "/readyz")
+            except OSError:
+                time.sleep(0.02)
+                continue
+            assert health[0] == 200
+            if ready[0] == 200:
+                break
+            seen_loading = True
+            assert ready[2]["loading"] is True
+            refused = client.predict({"inputs": sample(1)})
+            if refused[0] == 200:  # the model finished loading between the two requests
+                continue
+            assert refused[0] == 503 and refused[2]["error"] == "loading" and refused[1]["retry-after"] == "1"
+        assert seen_loading and ready[0] == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int]):
+    """Serve SlowModel, start a request it takes SLOW_S seconds to answer, send `signals` 0.3 s apart
+    while it runs; (response or connection error, exit status, stderr, seconds from the last signal to the exit)."""
+    port = free_port()
+    process = serve("make_slow_model", port, "--timeout-s", "10", "--drain-timeout-s", drain_timeout_s)
+    try:
+        assert wait_ready(process, port)[0] == 200
+        thread, results = ask_in_thread(port, {"inputs": [[SLOW_MARKER] * 8]})
+        time.sleep(0.5)  # the request is inside the model
+        for index, number in enumerate(signals):
+            if index:
+                time.sleep(0.3)
+            process.send_signal(number)
+        started = time.monotonic()
+        _, stderr = process.communicate(timeout=30)
+        elapsed = time.monotonic() - started
+        thread.join(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return results[0], process.returncode, stderr, elapsed
+
+
+@pytest.mark.slow
+def test_a_request_still_running_at_the_drain_timeout_gets_a_json_503_and_the_server_exits_zero():
+    (status, headers, body), returncode, stderr, elapsed = signals_during_a_slow_request("0.5", [signal.SIGTERM])
+    assert status == 503 and body["error"] == "draining" and "drain timeout (0.5 s)" in body["detail"]
+    assert headers["retry-after"] == "1" and elapsed < SLOW_S
+    assert returncode == 0 and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.slow
+def test_a_second_signal_exits_at_once():
+    _, returncode, stderr, elapsed = signals_during_a_slow_request("30", [signal.SIGINT, signal.SIGINT])
+    assert elapsed < 2.0 and returncode == 128 + signal.SIGINT, (elapsed, returncode, stderr)
+    assert "second signal" in stderr and "Traceback" not in stderr
+
+
 @pytest.mark.parametrize("args, fragment", [
     ([os.path.join(HERE, "serve_models.py") + ":nothing_here"], "has no function 'nothing_here'"),
     ([ENTRY, "--shadow", "2"], "--shadow '2' is not a share"),
     ([ENTRY, "--primary", "warp-drive"], "Unknown device 'warp-drive'"),
     ([ENTRY, "--weights", "/nonexistent/weights.pt"], "does not exist"),
+    ([ENTRY, "--drain-timeout-s", "0"], "--drain-timeout-s 0.0 is out of range"),
+    ([ENTRY, "--drain-timeout-s", "-1"], "--drain-timeout-s -1.0 is out of range"),
+    ([ENTRY, "--timeout-s", "inf"], "--timeout-s inf is out of range"),
+    ([ENTRY, "--max-queue", "-1"], "--max-queue -1 is out of range. Allowed: 0 or more."),
+    ([ENTRY, "--batch-wait-ms", "5000"], "--batch-wait-ms 5000.0 is out of range"),
 ])
 def test_cli_errors_are_one_line_without_traceback(args, fragment, capsys):
     assert main(["serve", *args]) == 2

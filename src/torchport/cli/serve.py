@@ -53,19 +53,34 @@ def add_arguments(parser) -> None:
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown")
 
 
-def run(args) -> int:
-    """Build the deployment, then serve until a signal drains it."""
-    from torchport.serve.server import bind, create_app, make_server, require_server_stack
+def _check_numbers(args) -> None:
+    """Each numeric flag in its range, named as the user typed it."""
+    from torchport.serve.runtime import MAX_TIMEOUT_S
 
-    require_server_stack()
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port!r} is out of range. Allowed: 0 to 65535.")
-    if args.max_body_bytes < 1 or args.max_queue < 0:
-        raise UsageError(f"--max-body-bytes {args.max_body_bytes!r} must be >= 1 and --max-queue {args.max_queue!r} >= 0.")
+    checks = [
+        ("--timeout-s", args.timeout_s, 0 < args.timeout_s <= MAX_TIMEOUT_S, f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:.0f}, e.g. 2"),
+        ("--drain-timeout-s", args.drain_timeout_s, 0 < args.drain_timeout_s <= MAX_TIMEOUT_S, "a number of seconds > 0, e.g. 30"),
+        ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, "a number of seconds >= 0, e.g. 5"),
+        ("--batch-wait-ms", args.batch_wait_ms, 0 <= args.batch_wait_ms <= 1000, "0 to 1000 milliseconds, e.g. 2"),
+        ("--max-body-bytes", args.max_body_bytes, args.max_body_bytes >= 1, "at least 1"),
+        ("--max-queue", args.max_queue, args.max_queue >= 0, "0 or more"),
+        ("--max-concurrency", args.max_concurrency, args.max_concurrency >= 1, "at least 1"),
+        ("--batch-max-size", args.batch_max_size, args.batch_max_size >= 1, "at least 1 (1: no batching)"),
+        ("--failure-threshold", args.failure_threshold, args.failure_threshold >= 1, "at least 1"),
+        ("--recovery-successes", args.recovery_successes, args.recovery_successes >= 1, "at least 1"),
+        ("--shadow-alarm-after", args.shadow_alarm_after, 1 <= args.shadow_alarm_after <= 100, "1 to 100"),
+    ]
+    for flag, value, ok, allowed in checks:
+        if not ok:
+            raise UsageError(f"{flag} {value!r} is out of range. Allowed: {allowed}.")
+
+
+def _load(slot, server, args, shadow: float, canary: float) -> None:
+    """Build the deployment while the server already answers /healthz; on failure, stop the server."""
     from torchport.serve import Deployment
 
-    shadow, canary = _share(args.shadow, "--shadow"), _share(args.canary, "--canary")
-    listener = bind(args.host, args.port)  # before loading the model: a taken port fails fast
     try:
         deployment = Deployment(
             args.entry, primary=args.primary, fallback=args.fallback, timeout_s=args.timeout_s, shadow=shadow,
@@ -74,25 +89,59 @@ def run(args) -> int:
             max_concurrency=args.max_concurrency, lazy_fallback=args.lazy_fallback, weights=args.weights,
             batch_max_size=args.batch_max_size, batch_wait_s=args.batch_wait_ms / 1000,
         )
-    except BaseException:
-        listener.close()
-        raise
+    except BaseException as error:
+        slot.fail(error)
+        server.should_exit = True
+        return
     if deployment.warmup.get("primary", "ok") != "ok":
+        reason = deployment.warmup["primary"].replace("--device", "--primary")  # a backend's hint names run's flag
         print(f"torchport: warning: the primary {deployment.primary.name!r} failed at start-up "
-              f"({deployment.warmup['primary']}); serving from the fallback until probes succeed.", file=sys.stderr)
+              f"({reason}); serving from the fallback until probes succeed.", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
+    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{args.bound_port} "
+          f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
+          f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr, flush=True)
+    slot.fill(deployment)
+    if server.should_exit:  # a signal came while the model loaded
+        deployment.close()
+
+
+def run(args) -> int:
+    """Listen at once (/healthz answers while the model loads), build the deployment, serve until a
+    signal drains it."""
+    import threading
+
+    from torchport.serve.server import Slot, bind, create_app, make_server, require_server_stack
+
+    require_server_stack()
+    _check_numbers(args)
+    from torchport.backends import resolve
+
+    for flag, name in (("--primary", args.primary), ("--fallback", args.fallback)):
+        try:
+            resolve(name)
+        except UsageError as error:
+            raise UsageError(f"{flag} {name!r}: {error}") from error
+    shadow, canary = _share(args.shadow, "--shadow"), _share(args.canary, "--canary")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"torchport: warning: binding {args.host!r} exposes the model beyond this machine; "
               "put an authenticating proxy in front of it.", file=sys.stderr)
-    app = create_app(deployment, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
-    server = make_server(deployment, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s,
-                         log_level="info")
+    listener = bind(args.host, args.port)  # before loading the model: a taken port fails fast
+    args.bound_port = listener.getsockname()[1]
+    slot = Slot()
+    app = create_app(slot, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
+    server = make_server(slot, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s)
+    loader = threading.Thread(target=_load, args=(slot, server, args, shadow, canary), name="torchport-load", daemon=True)
+    loader.start()
     try:
-        print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{listener.getsockname()[1]} "
-              f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
-              f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr)
         server.run(sockets=[listener])
     finally:
-        deployment.close()
+        listener.close()
+    if slot.error is not None:
+        raise slot.error
+    if slot.deployment is None:  # stopped while the model loaded
+        print("torchport: stopped before the model finished loading.", file=sys.stderr)
+        return 0
+    slot.deployment.close()
     return 0

@@ -3,8 +3,10 @@ and dtype are joined along dimension 0 into one model call, then split back.
 
 Off by default (`Deployment(batch_max_size=1)`). Bounded: a batch holds at most `max_size` rows and
 its first request waits at most `max_wait_s` for others. The batch fails over as a whole, so every
-request in it is answered by the device that answered the batch. Every output tensor must have the
-batch on dimension 0.
+request in it is answered by the device that answered the batch. When the model rejects the batch
+(`ModelRejectedInput`: it raises, or gives NaN, on the fallback too), one request's bad rows must not
+fail the others: each request of the batch is then run on its own and gets its own answer or error.
+Every output tensor must have the batch on dimension 0.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import dataclasses
 import threading
 from typing import Any, Callable
 
-from torchport.serve.errors import ServeError
+from torchport.serve.errors import ModelRejectedInput, ServeError
 
 __all__ = ["MicroBatcher"]
 
@@ -26,6 +28,8 @@ class _Batch:
         self.done = threading.Event()
         self.answer = None
         self.error: BaseException | None = None
+        #: Per request, (answer, error) when the batch was split into calls of their own.
+        self.own: list[tuple[Any, BaseException | None]] | None = None
 
 
 class MicroBatcher:
@@ -49,7 +53,7 @@ class MicroBatcher:
             leader = batch is None or batch.rows + rows > self.max_size
             if leader:
                 batch = self._open[key] = _Batch()
-            start = batch.rows
+            start, position = batch.rows, len(batch.tensors)
             batch.tensors.append(tensor)
             batch.rows += rows
             if batch.rows >= self.max_size:
@@ -58,6 +62,11 @@ class MicroBatcher:
             self._lead(key, batch)
         else:
             batch.done.wait()
+        if batch.own is not None:
+            answer, error = batch.own[position]
+            if error is not None:
+                raise error
+            return answer
         if batch.error is not None:
             raise batch.error
         return self._slice(batch, start, start + rows)
@@ -78,10 +87,21 @@ class MicroBatcher:
         try:
             joined = batch.tensors[0] if len(batch.tensors) == 1 else torch.cat(batch.tensors)
             batch.answer = self._run(joined)
-        except BaseException as error:  # handed to every request of the batch
+        except ModelRejectedInput as error:
+            if len(batch.tensors) == 1:
+                batch.error = error
+            else:  # some request's rows are at fault: each request on its own
+                batch.own = [self._own(tensor) for tensor in batch.tensors]
+        except BaseException as error:  # a device failure: handed to every request of the batch
             batch.error = error
         finally:
             batch.done.set()
+
+    def _own(self, tensor) -> tuple[Any, BaseException | None]:
+        try:
+            return self._run(tensor), None
+        except Exception as error:
+            return None, error
 
     def _slice(self, batch: _Batch, start: int, stop: int):
         from torchport.compare.tree import flatten_tensors, map_tensors

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torchport.errors import TorchportError, UsageError
 
 __all__ = ["ServeError", "InvalidInput", "PayloadTooLarge", "Overloaded", "Draining", "NoDeviceAnswered",
-           "ModelRejectedInput", "PostprocessFailed"]
+           "ModelRejectedInput", "PostprocessFailed", "UnserializableOutput"]
 
 
 class ServeError(TorchportError):
@@ -66,3 +66,10 @@ class PostprocessFailed(ServeError):
 
     status = 500
     kind = "postprocess_error"
+
+
+class UnserializableOutput(ServeError):
+    """The postprocessed answer is not JSON (an object, NaN, a tensor left in it)."""
+
+    status = 500
+    kind = "unserializable_output"

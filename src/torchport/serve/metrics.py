@@ -7,6 +7,7 @@ name. Without prometheus_client installed a deployment still serves and counts n
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Callable, Iterable
 
@@ -30,8 +31,8 @@ METRIC_NAMES = {
     "torchport_serve_shadow_mismatches_total": ("counter", ""),
     "torchport_serve_shadow_skipped_total": ("counter", "reason (busy | primary_unavailable | failed)"),
     "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
-    "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison"),
-    "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison"),
+    "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison (NaN: not measurable)"),
+    "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison (NaN: not measurable)"),
     "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | overloaded | draining | "
                                        "postprocess_error | ...)"),
     "torchport_serve_in_flight": ("gauge", "requests being answered"),
@@ -156,10 +157,10 @@ class ServeMetrics:
         if not result.agree:
             self._mismatches.inc()
         self._alarm.set(int(alarm))
-        if result.cosine is not None:
-            self._cosine.set(result.cosine)
-        if result.max_abs is not None:
-            self._max_abs.set(result.max_abs)
+        # NaN when the last comparison could not measure them (the outputs' structure or shapes differ):
+        # an earlier comparison's 1.0 must not stand for one that found the outputs incomparable
+        self._cosine.set(math.nan if result.cosine is None else result.cosine)
+        self._max_abs.set(math.nan if result.max_abs is None else result.max_abs)
 
     def shadow_skipped(self, reason: str) -> None:
         self._skipped.labels(reason).inc()

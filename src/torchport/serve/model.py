@@ -81,15 +81,31 @@ def default_preprocess(payload: Any):
 
 
 def default_postprocess(outputs: Any) -> dict[str, Any]:
-    """The model's outputs (a tensor or any nesting of tensors) as `{"outputs": nested lists}`."""
+    """The model's outputs as `{"outputs": JSON}`: tensors as nested lists, mappings (a transformers
+    ModelOutput included) as objects, dataclasses as objects of their fields, tuples and lists as
+    lists. Anything else (a KV cache object, say) is a TypeError naming where it is: the factory's
+    postprocess then picks what to return."""
+    return {"outputs": _json_ready(outputs, "outputs")}
+
+
+def _json_ready(value: Any, where: str) -> Any:
+    import dataclasses
+    from collections.abc import Mapping
+
     import torch
-    from torch.utils import _pytree as pytree
 
-    from torchport.compare.tree import flatten_tensors
-
-    flatten_tensors(outputs)  # registers dataclass and mapping outputs, so that tree_map sees their tensors
-    return {"outputs": pytree.tree_map(lambda leaf: leaf.tolist() if isinstance(leaf, torch.Tensor) else leaf,
-                                       outputs)}
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): _json_ready(item, f"{where}.{key}") for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _json_ready(getattr(value, field.name), f"{where}.{field.name}")
+                for field in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_json_ready(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which has no JSON form")
 
 
 def to_device(value: Any, device) -> Any:

@@ -28,17 +28,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import json
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
 from torchport.serve.breaker import CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
-                                    ServeError)
+                                    ServeError, UnserializableOutput)
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
@@ -48,6 +49,8 @@ from torchport.serve.shadow import ShadowMonitor
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
 
 PRIMARY, FALLBACK = "primary", "fallback"
+#: The longest primary timeout: a day (a lock's wait is bounded by threading.TIMEOUT_MAX).
+MAX_TIMEOUT_S = 86400.0
 #: Why a primary call counts as failed. 'bad_output': the outputs break the contract the fallback's
 #: outputs set at warm-up (structure, dtypes, ranks, batch size), or the factory's postprocess raised
 #: on them while it accepts the fallback's.
@@ -70,13 +73,17 @@ class Answer:
     latency_s: float = 0.0
     #: The postprocessed response body (predict only).
     body: Any = None
+    #: `body` rendered as JSON (UTF-8 bytes; predict only).
+    content: bytes = b""
 
 
 class _DeviceFailure(Exception):
-    def __init__(self, cause: str, detail: str):
+    def __init__(self, cause: str, detail: str, fallback: tuple[Any, BaseException | None] | None = None):
         super().__init__(f"{cause}: {detail}")
         self.cause = cause
         self.detail = detail
+        #: (outputs, error) of the fallback for the same input, when judging the primary already ran it.
+        self.fallback = fallback
 
 
 class _Abandoned(BaseException):
@@ -127,10 +134,11 @@ class _Window:
             return None
 
 
-def _finished(task, gate) -> None:
-    """A request task of `predict_async` ended: its place at the gate is free; an error nobody awaits
-    any more (the caller was cancelled) counts as seen."""
+def _finished(task, gate, admission) -> None:
+    """A request task of `predict_async` ended: its place at the gate is free, it is no longer in
+    flight; an error nobody awaits any more (the caller was cancelled) counts as seen."""
     gate.release()
+    admission.__exit__(None, None, None)
     if not task.cancelled():
         task.exception()
 
@@ -147,28 +155,68 @@ def _batch(inputs: Any) -> int | None:
     return inputs.shape[0] if isinstance(inputs, torch.Tensor) and inputs.dim() >= 1 else None
 
 
-def _signature(outputs: Any, inputs: Any) -> tuple[tuple[str, str, int, bool], ...]:
-    """What the output contract compares: per output tensor its path, dtype, rank, and whether its
-    first dimension is the batch size of a one-tensor input (known only for a batch of 2 or more)."""
+def _layout(value: Any) -> tuple[tuple[str, str, int], ...]:
+    """Per tensor inside `value`: its path, dtype and rank."""
+    import torch
+
     from torchport.compare.tree import flatten_tensors
 
-    batch = _batch(inputs)
-    return tuple((path, str(tensor.dtype).removeprefix("torch."), tensor.dim(),
-                  batch is not None and batch > 1 and tensor.dim() >= 1 and tensor.shape[0] == batch)
-                 for path, tensor in flatten_tensors(outputs))
+    pairs = [("", value)] if isinstance(value, torch.Tensor) else flatten_tensors(value)
+    return tuple((path, str(tensor.dtype).removeprefix("torch."), tensor.dim()) for path, tensor in pairs)
+
+
+def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> frozenset[str]:
+    """The paths of the outputs whose first dimension is the batch: those that follow it when the
+    one-tensor `example` is run again doubled (`run` is the fallback; `outputs` its answer to `example`).
+    Empty when the example is not one batched tensor or the model does not take the doubled batch."""
+    import torch
+
+    from torchport.compare.tree import flatten_tensors
+
+    batch = _batch(example)
+    if batch is None or batch == 0:
+        return frozenset()
+    try:
+        doubled = run(torch.cat([example, example]))
+    except Exception:
+        return frozenset()
+    single, twice = dict(flatten_tensors(outputs)), dict(flatten_tensors(doubled))
+    return frozenset(path for path, tensor in single.items()
+                     if tensor.dim() >= 1 and tensor.shape[0] == batch and path in twice
+                     and tuple(twice[path].shape) == (2 * batch, *tensor.shape[1:]))
+
+
+#: How many input layouts (paths, dtypes, ranks) the contract learns beyond the example's.
+CONFIRMED_LAYOUTS = 64
 
 
 class OutputContract:
     """The primary's outputs must look like the fallback's did on the warm-up example: the same
     tensors (paths), dtypes (or the primary profile's downcast of them), ranks, and a batch-sized
-    first dimension where the fallback's had one. Shapes beyond that may follow the input."""
+    first dimension where the fallback's followed the batch. Shapes beyond that may follow the input.
 
-    def __init__(self, reference: tuple, downcasts: Mapping[str, str]):
-        self.reference = reference
-        self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in reference}
+    The contract is a cheap filter, not the judge: outputs that break it are held against the
+    fallback's answer for the same input (`differs`), and a layout the fallback confirms (an input of
+    another rank, say) is learned for its input layout (`confirm`), so a healthy primary is never
+    failed over for an input the example did not foresee."""
+
+    def __init__(self, reference: Any, example: Any, batched: frozenset[str], downcasts: Mapping[str, str]):
+        self.reference = tuple((path, dtype, rank, path in batched) for path, dtype, rank in _layout(reference))
+        self.example_layout = _layout(example)
+        self._downcasts = dict(downcasts)
+        self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in self.reference}
+        self._confirmed: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
+        found = self._against_reference(outputs, inputs)
+        if found is not None and self._confirmed:
+            if self._confirmed.get(_layout(inputs)) == _layout(outputs):
+                return None
+        return found
+
+    def _against_reference(self, outputs: Any, inputs: Any) -> str | None:
         import torch
 
         from torchport.compare.tree import flatten_tensors
@@ -187,6 +235,34 @@ class OutputContract:
             if want_batched and batch is not None and tensor.shape[0] != batch:
                 return f"output {name} has {tensor.shape[0]} rows for a batch of {batch}"
         return None
+
+    def differs(self, outputs: Any, reference: Any) -> str | None:
+        """None when the primary's `outputs` have the paths, shapes and dtypes (up to the profile's
+        downcasts) of the fallback's `reference` for the same input, else what differs."""
+        import torch
+
+        from torchport.compare.tree import flatten_tensors
+
+        actual = [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs)
+        expected = [("", reference)] if isinstance(reference, torch.Tensor) else flatten_tensors(reference)
+        if [path for path, _ in actual] != [path for path, _ in expected]:
+            return (f"the fallback answers this input with tensors {[path or 'tensor' for path, _ in expected]}, "
+                    f"the primary with {[path or 'tensor' for path, _ in actual]}")
+        for (path, tensor), (_, want) in zip(actual, expected):
+            name = path or "tensor"
+            dtype, want_dtype = (str(t.dtype).removeprefix("torch.") for t in (tensor, want))
+            if dtype not in (want_dtype, self._downcasts.get(want_dtype, want_dtype)):
+                return f"output {name} is {dtype}, the fallback's answer to this input is {want_dtype}"
+            if tensor.shape != want.shape:
+                return (f"output {name} has shape {list(tensor.shape)}, the fallback's answer to this input "
+                        f"{list(want.shape)}")
+        return None
+
+    def confirm(self, inputs: Any, outputs: Any) -> None:
+        """Learn that inputs laid out as `inputs` are answered with outputs laid out as `outputs`."""
+        with self._lock:
+            if len(self._confirmed) < CONFIRMED_LAYOUTS:
+                self._confirmed[_layout(inputs)] = _layout(outputs)
 
 
 def failure_cause(error: BaseException, backend) -> str:
@@ -256,11 +332,17 @@ def _share(name: str, value: float) -> float:
 
 
 class _Share:
-    """Picks exactly `share` of the calls, evenly spread (deterministic, unlike a coin toss)."""
+    """Picks exactly `share` of the calls, evenly spread (deterministic, unlike a coin toss): call n
+    is picked when floor(n * share) grows, counted in exact fractions (the share as the decimal the
+    user wrote: 0.1 is 1/10, so every 10th call, not the float's 0.1000000000000000055...)."""
 
     def __init__(self, share: float):
+        import fractions
+
         self.share = share
-        self._credit = 0.0
+        exact = fractions.Fraction(repr(float(share))).limit_denominator(1_000_000)
+        self._numerator, self._denominator = exact.numerator, exact.denominator
+        self._calls = 0
         self._lock = threading.Lock()
 
     def pick(self) -> bool:
@@ -269,11 +351,9 @@ class _Share:
         if self.share <= 0.0:
             return False
         with self._lock:
-            self._credit += self.share
-            if self._credit >= 1.0:
-                self._credit -= 1.0
-                return True
-            return False
+            before = self._calls * self._numerator // self._denominator
+            self._calls += 1
+            return self._calls * self._numerator // self._denominator > before
 
 
 @dataclass
@@ -335,9 +415,9 @@ class Deployment:
                  batch_max_size: int = 1, batch_wait_s: float = 0.002):
         from torchport.backends import resolve
 
-        if timeout_s is not None and not timeout_s > 0:
-            raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. timeout_s=2 "
-                             "(or None: no timeout, the primary runs in the caller's thread).")
+        if timeout_s is not None and not 0 < timeout_s <= MAX_TIMEOUT_S:
+            raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds up to {MAX_TIMEOUT_S:.0f}, "
+                             "e.g. timeout_s=2 (or None: no timeout, the primary runs in the caller's thread).")
         if max_concurrency < 1:
             raise UsageError(f"max_concurrency={max_concurrency!r} must be at least 1.")
         if batch_max_size < 1 or not 0 <= batch_wait_s <= 1:
@@ -388,6 +468,8 @@ class Deployment:
         #: The output contract from the fallback's answer to the factory's example (None: no example, the
         #: primary's outputs are checked for NaN and inf only; status() says so).
         self.contract: OutputContract | None = None
+        #: Whose outputs on the example set the contract: FALLBACK, or PRIMARY with a lazy fallback.
+        self.contract_source: str | None = None
         #: How each loaded device did on the factory's example at start ("ok" or what went wrong).
         self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
         if self.primary_load_error and not self.warmup:
@@ -416,7 +498,9 @@ class Deployment:
         """Run the example once on each loaded device, without a timeout (compilation belongs here);
         a primary that fails it, or whose outputs differ in structure from the fallback's, starts
         with the breaker open, so traffic begins on the fallback. The fallback's outputs set the
-        output contract the primary's are held to on every request."""
+        output contract the primary's are held to on every request; with the fallback loaded lazily,
+        the primary's own outputs set it (and a primary already wrong at start goes unnoticed:
+        `contract_source` and /readyz say so)."""
         if callable(example):  # a compare case's inputs: batch size -> inputs
             example = example(1)
         results, signatures = {}, {}
@@ -430,12 +514,18 @@ class Deployment:
                 bad = nonfinite_count(outputs)
                 results[replica.role] = "ok" if not bad else f"{bad} NaN or inf elements in the outputs"
                 signatures[replica.role] = outputs
-            except Exception as error:
+            except (Exception, SystemExit) as error:  # sys.exit() in a model fails its warm-up, as a request
                 results[replica.role] = f"{type(error).__name__}: {error}"
-        if results.get(FALLBACK) == "ok":
-            self.contract = OutputContract(_signature(signatures[FALLBACK], example), self.primary.profile_downcasts())
-            if results.get(PRIMARY) == "ok":
-                violation = self.contract.violation(signatures[PRIMARY], example)
+        source = FALLBACK if results.get(FALLBACK) == "ok" else None
+        if source is None and not self.fallback.loaded and results.get(PRIMARY) == "ok":
+            source = PRIMARY  # the fallback loads lazily
+        if source is not None:
+            reference, replica = signatures[source], self.fallback if source == FALLBACK else self.primary
+            self.contract = OutputContract(reference, example, batched_paths(replica.run, example, reference),
+                                           self.primary.profile_downcasts())
+            self.contract_source = source
+            if source == FALLBACK and results.get(PRIMARY) == "ok":
+                violation = self.contract.differs(signatures[PRIMARY], reference)
                 if violation:
                     results[PRIMARY] = f"outputs break the fallback's contract: {violation}"
         if results.get(PRIMARY, "ok") != "ok":
@@ -452,6 +542,18 @@ class Deployment:
         """Not draining, and the model is loaded on the primary or the fallback."""
         return not self.draining and (self.primary.loaded or self.fallback.loaded)
 
+    def _contract_status(self) -> str:
+        if self.contract_source == FALLBACK:
+            return "checked against the fallback's outputs on the factory's example"
+        if self.contract_source == PRIMARY:
+            return ("checked against the primary's own outputs on the factory's example, since the fallback loads "
+                    "lazily (a primary already wrong at start is not caught); outputs that break it are held "
+                    "against the fallback's answer")
+        if self.spec.example is None:
+            return "not checked: the factory gives no example (only NaN and inf are)"
+        return (f"not checked: the fallback failed the factory's example ({self.warmup.get(FALLBACK, 'not run')}); "
+                "only NaN and inf are")
+
     @property
     def in_flight(self) -> int:
         return self._in_flight
@@ -467,8 +569,7 @@ class Deployment:
             "fallback": {"device": self.fallback.name, "loaded": self.fallback.loaded},
             "breaker": self.breaker.state,
             "warmup": self.warmup or None,
-            "output_contract": ("checked against the fallback's outputs on the factory's example" if self.contract
-                                else "not checked: the factory gives no example (only NaN and inf are)"),
+            "output_contract": self._contract_status(),
             "canary": self.canary_share,
             "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
@@ -502,60 +603,67 @@ class Deployment:
         gate = self._gates.get(loop)
         if gate is None:
             gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
-        await gate.acquire()  # max_concurrency requests at once per loop; the others wait their turn here
+        # Admitted (and counted in flight, so that a drain waits for it) before it queues at the gate:
+        # a request accepted before a drain began is answered, not refused for having waited its turn.
+        admission = self._admitted()
+        admission.__enter__()
+        try:
+            await gate.acquire()  # max_concurrency requests at once per loop; the others wait their turn here
+        except BaseException:
+            admission.__exit__(None, None, None)
+            raise
         try:
             task = loop.create_task(self._run_async(loop, request, postprocess))
         except BaseException:
             gate.release()
+            admission.__exit__(None, None, None)
             raise
-        task.add_done_callback(lambda done: _finished(done, gate))
+        task.add_done_callback(lambda done: _finished(done, gate, admission))
         # A caller that stops waiting (a client gone, a wait_for of its own) does not stop the request:
         # once admitted it runs to its answer, its deadline held and its accounting done, as on a thread.
         return await asyncio.shield(task)
 
     async def _run_async(self, loop, request: Any, postprocess: bool) -> Answer:
         if self.timeout_s is None or self.batcher is not None:
-            return await loop.run_in_executor(self._fallback_pool(), self.predict if postprocess else self.infer,
-                                              request)
-        with self._admitted():
-            window = _Window()
-            ended = loop.create_future()
+            return await loop.run_in_executor(self._fallback_pool(), self._request_in, (request, postprocess, None))
+        window = _Window()
+        ended = loop.create_future()
 
-            def on_done(call) -> None:  # on the worker
-                loop.call_soon_threadsafe(_resolve, ended, call)
+        def on_done(call) -> None:  # on the worker
+            loop.call_soon_threadsafe(_resolve, ended, call)
 
-            try:
-                call = self._primary_workers.submit(self._request_in, (request, postprocess, window), on_done)
-            except Busy:  # every worker is held by a hung call: the request runs on the pool as from a
-                # thread, where a primary call finds no worker and fails over ('timeout') unless routed elsewhere
-                return await loop.run_in_executor(self._fallback_pool(), self._request_in,
-                                                  (request, postprocess, None))
-            timer = None
+        try:
+            call = self._primary_workers.submit(self._request_in, (request, postprocess, window), on_done)
+        except Busy:  # every worker is held by a hung call: the request runs on the pool as from a
+            # thread, where a primary call finds no worker and fails over ('timeout') unless routed elsewhere
+            return await loop.run_in_executor(self._fallback_pool(), self._request_in,
+                                              (request, postprocess, None))
+        timer = None
 
-            def check() -> None:
-                nonlocal timer
-                wait = window.expire(self.timeout_s)
-                if wait is not None:
-                    timer = loop.call_later(wait, check)
-                    return
-                # the window is closed: whatever the worker brings back is dropped (_Abandoned); its
-                # thread counts as abandoned while it is still busy
-                self._primary_workers.abandon(call)
-                _resolve(ended, None)
+        def check() -> None:
+            nonlocal timer
+            wait = window.expire(self.timeout_s)
+            if wait is not None:
+                timer = loop.call_later(wait, check)
+                return
+            # the window is closed: whatever the worker brings back is dropped (_Abandoned); its
+            # thread counts as abandoned while it is still busy
+            self._primary_workers.abandon(call)
+            _resolve(ended, None)
 
-            timer = loop.call_later(self.timeout_s, check)
-            try:
-                outcome = await ended
-            finally:
-                timer.cancel()
-            if outcome is None:  # abandoned at the deadline
-                failure = _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}")
-                return await loop.run_in_executor(self._fallback_pool(), self._answer_timed_out, window.inputs,
-                                                  postprocess, failure, window.arrived)
-            if outcome.error is not None:
-                error, outcome.error = outcome.error, None
-                raise error
-            return outcome.result
+        timer = loop.call_later(self.timeout_s, check)
+        try:
+            outcome = await ended
+        finally:
+            timer.cancel()
+        if outcome is None:  # abandoned at the deadline
+            failure = _DeviceFailure("timeout", f"no answer within timeout_s={self.timeout_s}")
+            return await loop.run_in_executor(self._fallback_pool(), self._answer_timed_out, window.inputs,
+                                              postprocess, failure, window.arrived)
+        if outcome.error is not None:
+            error, outcome.error = outcome.error, None
+            raise error
+        return outcome.result
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         """Threads for what `predict_async` / `infer_async` run off the primary's workers: answers after
@@ -644,13 +752,26 @@ class Deployment:
             # a postprocess that keeps rejecting the primary's outputs opens the breaker
             self.breaker.record_success()
         answer.latency_s = time.perf_counter() - started
-        outcome = "failover" if answer.failover else "ok"
-        self.metrics.answered(answer.role, answer.device, outcome, answer.latency_s)
+        if answer.failover:  # counted per request answered by a failover, a batch's members each
+            self.metrics.failover(answer.failover)
+        self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
         if self._shadow_pick.pick():
             self._start_shadow(inputs, answer)
         return answer
 
     def _postprocess(self, answer: Answer, inputs: Any) -> None:
+        """Set `answer.body` and `answer.content`, its JSON."""
+        self._postprocess_body(answer, inputs)
+        try:
+            answer.content = json.dumps(answer.body, ensure_ascii=False, allow_nan=False, indent=None,
+                                        separators=(",", ":")).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UnserializableOutput(
+                f"The postprocessed answer is not JSON ({type(error).__name__}: {error}). Return lists, numbers and "
+                "strings from the factory's postprocess (the default one turns tensors into lists and keeps other "
+                "objects as they are: give the factory a postprocess that picks the tensors to return).") from error
+
+    def _postprocess_body(self, answer: Answer, inputs: Any) -> None:
         """Set `answer.body`. When the factory's postprocess raises on the primary's outputs, the
         request fails over ('bad_output') and the fallback's outputs are postprocessed instead; when
         it raises on the fallback's too, the postprocess itself is at fault (PostprocessFailed, 500)."""
@@ -734,52 +855,79 @@ class Deployment:
         if self.contract is not None:
             violation = self.contract.violation(outputs, inputs)
             if violation:
-                raise _DeviceFailure("bad_output", violation)
+                self._confirm(outputs, inputs, violation)
         return outputs
+
+    def _confirm(self, outputs: Any, inputs: Any, violation: str) -> None:
+        """Hold outputs that break the contract against the fallback's answer for the same input: the
+        same layout and shapes, and the contract learns it; else a 'bad_output' failure that carries
+        the fallback's answer (or error) for the failover."""
+        try:
+            reference = self.fallback.run(inputs)
+        except Exception as error:
+            raise _DeviceFailure("bad_output", f"{violation}, and the fallback raised on this input",
+                                 fallback=(None, error)) from None
+        difference = self.contract.differs(outputs, reference)
+        if difference:
+            raise _DeviceFailure("bad_output", difference, fallback=(reference, None))
+        self.contract.confirm(inputs, outputs)
 
     def _fallback_only(self, inputs: Any) -> Any:
         """The fallback's answer for a request routed straight to it."""
         try:
             outputs = self.fallback.run(inputs)
         except Exception as error:
-            if failure_cause(error, self.fallback.backend) == "error":
-                raise ModelRejectedInput(f"The model raised on {self.fallback.name!r} for this input: "
-                                         f"{type(error).__name__}: {error}. Check the input's shape and type.") from error
-            raise NoDeviceAnswered(f"The fallback {self.fallback.name!r} ran out of memory: {error}. "
+            self._fallback_raised(error)
+        self._fallback_finite(outputs)
+        return outputs
+
+    def _fallback_raised(self, error: Exception, failure: _DeviceFailure | None = None):
+        """The fallback raised for this input. It is the reference: a plain error means the input is at
+        fault (ModelRejectedInput, 422; the primary is not charged, whatever it did); out of memory
+        means no device could answer (NoDeviceAnswered, 503)."""
+        if failure_cause(error, self.fallback.backend) == "error":
+            fallback = f"{type(error).__name__}: {error}"
+            if failure is None:
+                where = f"The model raised on {self.fallback.name!r} for this input: {fallback}"
+            elif failure.cause == "error":
+                where = (f"The model raised on both devices for this input: {self.primary.name!r} {failure.detail}; "
+                         f"{self.fallback.name!r} {fallback}")
+            else:
+                where = (f"The primary {self.primary.name!r} failed ({failure}) and the model raised on the fallback "
+                         f"{self.fallback.name!r} for this input: {fallback}")
+            raise ModelRejectedInput(f"{where}. Check the input's shape and type.") from error
+        if failure is not None:
+            self._primary_failed(failure)
+            raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
+                                   f"{self.fallback.name!r} ran out of memory ({type(error).__name__}: {error}). "
                                    "Lower the request size or the concurrency limit.") from error
+        raise NoDeviceAnswered(f"The fallback {self.fallback.name!r} ran out of memory: {error}. "
+                               "Lower the request size or the concurrency limit.") from error
+
+    def _fallback_finite(self, outputs: Any) -> None:
+        """NaN or inf from the fallback, the reference, means the input is at fault (422)."""
         bad = 0 if all_finite(outputs) else nonfinite_count(outputs)
         if bad:
             raise ModelRejectedInput(f"The model returned {bad} NaN or inf elements on {self.fallback.name!r} for this "
                                      "input. Check the input's range.")
-        return outputs
 
     def _fail_over(self, failure: _DeviceFailure, inputs: Any) -> Any:
-        """The fallback's answer for a request that failed on the primary; a failure on both sides that
-        the input explains (the model raises, or gives NaN, on both) is the input's fault, not the device's."""
-        try:
-            outputs = self.fallback.run(inputs)
-        except Exception as error:
-            cause = failure_cause(error, self.fallback.backend)
-            if cause == "error" and failure.cause == "error":
-                raise ModelRejectedInput(
-                    f"The model raised on both devices for this input: {self.primary.name!r} {failure.detail}; "
-                    f"{self.fallback.name!r} {type(error).__name__}: {error}. Check the input's shape and type."
-                ) from error
-            self._primary_failed(failure)
-            raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
-                                   f"{self.fallback.name!r} failed ({cause}: {type(error).__name__}: {error}).") from error
-        bad = 0 if all_finite(outputs) else nonfinite_count(outputs)
-        if bad and failure.cause == "nonfinite":
-            raise ModelRejectedInput("The model returned NaN or inf on both devices for this input. "
-                                     "Check the input's range.")
+        """The fallback's answer for a request that failed on the primary. The fallback is the reference:
+        when it rejects the input too (it raises, or gives NaN), the input is at fault (422) and the
+        breaker is not charged, whatever the primary's failure was."""
+        outputs, error = failure.fallback if failure.fallback is not None else (None, None)
+        if failure.fallback is None:
+            try:
+                outputs = self.fallback.run(inputs)
+            except Exception as raised:
+                error = raised
+        if error is not None:
+            self._fallback_raised(error, failure)
+        self._fallback_finite(outputs)
         self._primary_failed(failure)
-        if bad:
-            raise NoDeviceAnswered(f"The primary {self.primary.name!r} failed ({failure}) and the fallback "
-                                   f"{self.fallback.name!r} returned {bad} NaN or inf elements.")
         return outputs
 
     def _primary_failed(self, failure: _DeviceFailure) -> None:
-        self.metrics.failover(failure.cause)
         self.breaker.record_failure()
         if failure.cause == "oom" and self.primary.backend.is_accelerator():
             try:  # give the allocator's cached blocks back, so the next request has a chance

@@ -1,19 +1,22 @@
 """The HTTP face of a `Deployment` (Starlette on uvicorn; extra `torchport[serve]`).
 
     POST /v1/predict   the model's answer; headers say which device answered and why
-    GET  /healthz      200 while the process is alive
+    GET  /healthz      200 while the process is alive (from the moment it listens, model loading or not)
     GET  /readyz       200 when the model is loaded on the primary or the fallback and not draining
     GET  /metrics      Prometheus text format (torchport.serve.metrics.METRIC_NAMES)
 
-Every error is a JSON body `{"error": KIND, "detail": MESSAGE}` with a 4xx or 5xx status, never a
-traceback. Request bodies over `max_body_bytes` get 413; more than `max_concurrency` running plus
-`max_queue` waiting requests get 429. On SIGINT or SIGTERM the server drains: /readyz turns 503,
-new requests get 503, in-flight ones finish (up to `drain_timeout_s`), then it exits; a second
-signal exits at once.
+The server may start before its deployment exists (`Slot`): while the model loads, /healthz answers
+200, /readyz, /metrics and /v1/predict answer 503 `loading`. Every error is a JSON body
+`{"error": KIND, "detail": MESSAGE}` with a 4xx or 5xx status, never a traceback. Request bodies
+over `max_body_bytes` get 413; more than `max_concurrency` running plus `max_queue` waiting requests
+get 429. On SIGINT or SIGTERM the server drains: /readyz turns 503, new requests get 503, admitted
+ones (running or queued) finish, up to `drain_timeout_s`; those still unanswered then get 503
+`draining` with that reason; then it exits. A second signal exits at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -23,8 +26,8 @@ from typing import Any, Iterator
 from torchport.errors import UsageError
 from torchport.serve.errors import Draining, InvalidInput, Overloaded, PayloadTooLarge, ServeError
 
-__all__ = ["create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
-           "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER"]
+__all__ = ["Slot", "create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
+           "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER", "LOADING"]
 
 #: Response headers of /v1/predict: the device that answered, its role, the cause when this request failed
 #: on the primary ("none" otherwise), and why it went straight to the fallback ("canary", "breaker_open", "none").
@@ -45,6 +48,27 @@ def require_server_stack() -> None:
                          "not installed. Install the extra: pip install 'torchport[serve]'.")
 
 
+#: The error kind of requests that arrive while the model is still loading.
+LOADING = "loading"
+
+
+class Slot:
+    """Where the server finds its deployment: empty while the model loads (`fill` when built, `fail`
+    when building raised)."""
+
+    def __init__(self, deployment=None):
+        self.deployment = deployment
+        self.error: BaseException | None = None
+        #: Set by the app: answers every request still waiting with 503 (the drain timed out).
+        self.abandon_waiting = None
+
+    def fill(self, deployment) -> None:
+        self.deployment = deployment
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+
+
 def _error(status: int, kind: str, detail: str, headers: dict[str, str] | None = None):
     from starlette.responses import JSONResponse
 
@@ -52,15 +76,27 @@ def _error(status: int, kind: str, detail: str, headers: dict[str, str] | None =
 
 
 def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64):
-    """The Starlette application serving `deployment`."""
+    """The Starlette application serving `deployment` (a Deployment, or a Slot filled once it loads)."""
     require_server_stack()
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
+    slot = deployment if isinstance(deployment, Slot) else Slot(deployment)
     admitted = {"count": 0}  # touched only on the event loop
-    admission_limit = deployment.max_concurrency + max_queue
+    waiting: dict[asyncio.Future, None] = {}  # requests the deployment is answering, touched only on the loop
+    abandoned = {"reason": None}
+
+    def loading():
+        return _error(503, LOADING, "The model is still loading; /readyz turns 200 when it is served. Retry shortly.",
+                      {"retry-after": "1"})
+
+    def abandon_waiting(reason: str) -> None:
+        """On the loop: answer every request still waiting with 503 Draining (`reason`)."""
+        abandoned["reason"] = reason
+        for future in list(waiting):
+            future.cancel()
 
     async def read_body(request) -> bytes:
         declared = request.headers.get("content-length")
@@ -76,7 +112,27 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def answer(deployment, payload):
+        """The deployment's answer; Draining when the drain times out while it is still being computed."""
+        if slot.abandon_waiting is None:
+            loop = asyncio.get_running_loop()
+            slot.abandon_waiting = lambda reason: loop.call_soon_threadsafe(abandon_waiting, reason)
+        future = asyncio.ensure_future(deployment.predict_async(payload))
+        waiting[future] = None
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling() or abandoned["reason"] is None:
+                raise  # this handler itself is cancelled
+            deployment.metrics.rejected(Draining.kind)
+            raise Draining(abandoned["reason"]) from None
+        finally:
+            waiting.pop(future, None)
+
     async def predict(request):
+        deployment = slot.deployment
+        if deployment is None:
+            return loading()
         counted_by_deployment = False
         try:
             if deployment.draining:
@@ -88,13 +144,15 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             except (ValueError, RecursionError) as error:  # RecursionError: nesting too deep to parse
                 raise InvalidInput(f"The request body is not JSON ({type(error).__name__}: {error}). "
                                    'Send e.g. {"inputs": [[0.1, 0.2]]} with Content-Type: application/json.') from None
+            admission_limit = deployment.max_concurrency + max_queue
             if admitted["count"] >= admission_limit:
                 raise Overloaded(f"{admitted['count']} requests are running or queued; the limit is {admission_limit} "
-                                 f"(max_concurrency {deployment.max_concurrency} + queue {max_queue}). Retry shortly.")
+                                 f"(--max-concurrency {deployment.max_concurrency} + --max-queue {max_queue}). "
+                                 "Retry shortly.")
             admitted["count"] += 1
             counted_by_deployment = True
             try:
-                answer = await deployment.predict_async(payload)  # max_concurrency at once, the rest queued
+                result = await answer(deployment, payload)  # max_concurrency at once, the rest queued
             finally:
                 admitted["count"] -= 1
         except ServeError as error:
@@ -102,23 +160,24 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
                 deployment.metrics.rejected(error.kind)
             headers = {"retry-after": "1"} if error.status in (429, 503) else None
             return _error(error.status, error.kind, str(error), headers)
-        try:
-            return JSONResponse(answer.body, headers={
-                DEVICE_HEADER: answer.device, ROLE_HEADER: answer.role, FAILOVER_HEADER: answer.failover or "none",
-                ROUTED_HEADER: answer.routed or "none"})
-        except (TypeError, ValueError) as error:
-            return _error(500, "unserializable_output", f"The postprocessed answer is not JSON: {error}. "
-                          "Return lists, numbers and strings from postprocess.")
+        # the body was rendered to JSON by the deployment, which refused (and counted) one that cannot be
+        return Response(result.content, media_type="application/json", headers={
+            DEVICE_HEADER: result.device, ROLE_HEADER: result.role, FAILOVER_HEADER: result.failover or "none",
+            ROUTED_HEADER: result.routed or "none"})
 
     async def healthz(request):
         return JSONResponse({"status": "alive"})
 
     async def readyz(request):
-        status = deployment.status()
+        if slot.deployment is None:
+            return JSONResponse({"ready": False, "loading": True, "detail": "the model is loading"}, status_code=503)
+        status = slot.deployment.status()
         return JSONResponse(status, status_code=200 if status["ready"] else 503)
 
     async def metrics(request):
-        content, content_type = deployment.metrics.exposition()
+        if slot.deployment is None:
+            return loading()
+        content, content_type = slot.deployment.metrics.exposition()
         return Response(content, media_type=content_type)
 
     async def http_error(request, error: HTTPException):
@@ -142,21 +201,42 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
 
 def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drain_timeout_s: float = 30.0,
                 log_level: str = "warning"):
-    """A uvicorn server whose first SIGINT/SIGTERM drains the deployment before exiting."""
+    """A uvicorn server whose first SIGINT/SIGTERM drains the deployment (`deployment`: a Deployment or
+    the Slot the app serves) before exiting; requests still unanswered after `drain_timeout_s` get
+    503. A second signal ends the process at once, with status 128 + its number, leaving requests
+    and threads still computing."""
     import uvicorn
 
+    slot = deployment if isinstance(deployment, Slot) else Slot(deployment)
+
     class DrainingServer(uvicorn.Server):
+        drain_started = False
+
         def handle_exit(self, sig, frame):
-            if deployment.draining:
-                return super().handle_exit(sig, frame)
+            if self.drain_started:  # the second signal: no more waiting
+                import os
+                import sys
+
+                running = slot.deployment.in_flight if slot.deployment is not None else 0
+                print(f"torchport: stopped by a second signal, {running} request(s) unanswered.", file=sys.stderr,
+                      flush=True)
+                os._exit(128 + int(sig))
+            if slot.deployment is None:  # still loading: nothing to drain
+                self.should_exit = True
+                return
+            self.drain_started = True
             threading.Thread(target=self.drain_then_exit, name="torchport-drain", daemon=True).start()
 
         def drain_then_exit(self):
-            deployment.drain(drain_timeout_s)
+            if not slot.deployment.drain(drain_timeout_s) and slot.abandon_waiting is not None:
+                slot.abandon_waiting(f"The request did not finish within the drain timeout ({drain_timeout_s} s) "
+                                     "and the server is shutting down. Retry on another replica.")
             self.should_exit = True
 
+    # every admitted request is answered once the drain ends (by its result or 503): the shutdown
+    # only waits for those answers to be written
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=drain_timeout_s, lifespan="off")
+                            timeout_graceful_shutdown=5, lifespan="off")
     return DrainingServer(config)
 
 

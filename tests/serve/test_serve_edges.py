@@ -1,0 +1,235 @@
+"""Edges of the runtime a user meets with models and settings of their own: one bad request in a
+batch, a primary failing on an input the fallback rejects too, answers that are not JSON, exact
+shares, shadow gauges that never show a stale value."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import threading
+from fractions import Fraction
+
+import pytest
+import torch
+
+from serve_models import FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample, settle
+from torchport.errors import UsageError
+from torchport.serve import Deployment, ModelRejectedInput, UnserializableOutput
+
+
+def exposition(deployment) -> str:
+    return deployment.metrics.exposition()[0].decode()
+
+
+def metric(deployment, line_start: str) -> float:
+    """The value of the one exposition line starting with `line_start` (0.0 if absent)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in exposition(deployment).splitlines() if line.startswith(line_start)]
+    assert len(values) <= 1, values
+    return values[0] if values else 0.0
+
+
+class RejectsLargeValues(torch.nn.Module):
+    """Raises on every device for a row holding a value above 100 (an input the model cannot take);
+    `fail_on_primary` also fails every call on the primary."""
+
+    def __init__(self, fail_on_primary: bool = False):
+        super().__init__()
+        self.model = make_linear()
+        self.fail_on_primary = fail_on_primary
+
+    def forward(self, inputs):
+        if bool((inputs > 100).any()):
+            raise ValueError("values above 100 are out of the model's range")
+        if self.fail_on_primary and inputs.device.type != "cpu":
+            raise RuntimeError("batched kernel failed")
+        return self.model(inputs)
+
+
+def batch_of_requests(deployment, rows_per_request):
+    """Send one request per entry concurrently (they join one batch); (answer or error) per request."""
+    results = [None] * len(rows_per_request)
+    barrier = threading.Barrier(len(rows_per_request))
+
+    def one(index):
+        barrier.wait()
+        try:
+            results[index] = deployment.predict({"inputs": rows_per_request[index]})
+        except Exception as error:
+            results[index] = error
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(len(rows_per_request))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_one_bad_request_in_a_micro_batch_fails_alone():
+    rows = [sample(0), sample(1), [[1000.0] * FEATURES], sample(3)]
+    with Deployment(RejectsLargeValues, primary=PRIMARY, fallback="cpu", batch_max_size=4, batch_wait_s=0.5,
+                    failure_threshold=1) as deployment:
+        results = batch_of_requests(deployment, rows)
+        assert deployment.batcher.batches == 1
+        assert isinstance(results[2], ModelRejectedInput) and results[2].status == 422
+        for index in (0, 1, 3):
+            assert results[index].role == "primary", results[index]
+            expected = make_linear()(torch.tensor(rows[index]))
+            assert torch.allclose(torch.tensor(results[index].body["outputs"]), expected, atol=1e-5)
+        assert deployment.breaker.state == "closed"
+
+
+def test_a_batch_that_fails_over_counts_every_request_it_answered():
+    with Deployment(lambda: RejectsLargeValues(fail_on_primary=True), primary=PRIMARY, fallback="cpu",
+                    batch_max_size=3, batch_wait_s=0.5, failure_threshold=100) as deployment:
+        results = batch_of_requests(deployment, [sample(0), sample(1), sample(2)])
+        assert [answer.failover for answer in results] == ["error"] * 3
+        assert metric(deployment, 'torchport_serve_failovers_total{cause="error"}') == 3
+        assert metric(deployment, 'torchport_serve_requests_total{device="cpu",outcome="failover",role="fallback"}') == 3
+
+
+class HangsThenRejects(torch.nn.Module):
+    """The primary hangs (timeout), runs out of memory or returns NaN for the marked inputs; the
+    fallback rejects every row whose first value is a marker (as out of range)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = FaultyModel(FaultPlan(hang_s=0.3))
+
+    def forward(self, inputs):
+        if inputs.device.type == "cpu" and float(inputs[0, 0]) > 1000:
+            raise ValueError("value out of range")
+        return self.inner(inputs)
+
+
+@pytest.mark.parametrize("cause", ["timeout", "oom", "nonfinite", "error"])
+def test_an_input_the_fallback_rejects_is_422_whatever_the_primary_did_and_not_charged(cause):
+    with Deployment(HangsThenRejects, primary=PRIMARY, fallback="cpu", timeout_s=0.1,
+                    failure_threshold=1) as deployment:
+        with pytest.raises(ModelRejectedInput) as error:
+            deployment.predict({"inputs": sample(1, MARKERS[cause])})
+        assert error.value.status == 422 and "value out of range" in str(error.value)
+        assert deployment.breaker.state == "closed"
+        assert deployment.predict({"inputs": sample(2)}).role == "primary"
+        settle(deployment)
+
+
+def test_an_answer_that_is_not_json_is_a_counted_500_not_an_ok():
+    factory = lambda: {"model": make_linear(), "postprocess": lambda outputs: {"outputs": object()}}
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(UnserializableOutput) as error:
+            deployment.predict({"inputs": sample(1)})
+        assert error.value.status == 500 and "not JSON" in str(error.value)
+        assert metric(deployment, 'torchport_serve_rejected_total{reason="unserializable_output"}') == 1
+        assert "torchport_serve_requests_total{" not in exposition(deployment)
+
+
+class CacheLike:
+    """Stands for a library's cache object in a model's outputs (transformers' DynamicCache)."""
+
+
+def test_the_default_postprocess_names_what_has_no_json_form():
+    class WithCache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = make_linear()
+
+        def forward(self, inputs):
+            return {"logits": self.model(inputs), "past_key_values": CacheLike()}
+
+    with Deployment(WithCache, primary=PRIMARY, fallback="cpu", failure_threshold=1) as deployment:
+        with pytest.raises(Exception) as error:
+            deployment.predict({"inputs": sample(1)})
+        assert error.value.status == 500 and "outputs.past_key_values is a" in str(error.value)
+        assert "CacheLike" in str(error.value) and deployment.breaker.state == "closed"
+
+
+class ExitsOnPrimary(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            sys.exit(3)
+        return self.model(inputs)
+
+
+def test_sys_exit_in_the_primary_at_warm_up_starts_on_the_fallback_instead_of_ending_the_server():
+    with Deployment(lambda: {"model": ExitsOnPrimary(), "example": torch.randn(2, FEATURES)}, primary=PRIMARY,
+                    fallback="cpu", reset_after_s=60) as deployment:
+        assert deployment.warmup["primary"].startswith("SystemExit") and deployment.breaker.state == "open"
+        assert deployment.predict({"inputs": sample(1)}).routed == "breaker_open"
+
+
+@pytest.mark.parametrize("timeout_s", [math.inf, 1e12, math.nan, -1.0])
+def test_a_timeout_that_cannot_be_waited_is_a_usage_error(timeout_s):
+    with pytest.raises(UsageError, match="timeout_s="):
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.7, 0.9, 0.05, 0.25])
+def test_canary_sends_exactly_its_share_for_decimal_shares(share):
+    with Deployment(make_linear, primary=PRIMARY, fallback="cpu", canary=share) as deployment:
+        roles = [deployment.predict({"inputs": sample(index)}).role for index in range(100)]
+        assert roles.count("primary") == round(100 * share)
+        first = math.ceil(1 / Fraction(str(share)))  # the first call n with floor(n * share) == 1
+        assert roles[first - 1] == "primary" and "primary" not in roles[:first - 1]
+
+
+def test_shadow_at_a_tenth_raises_the_alarm_at_request_thirty():
+    with Deployment(lambda: PerturbedModel(0.05), primary=PRIMARY, fallback="cpu", shadow=0.1) as deployment:
+        for index in range(29):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.comparisons == 2 and not deployment.shadow_monitor.alarm
+        deployment.predict({"inputs": sample(29)})
+        deployment.flush()
+        assert deployment.shadow_monitor.alarm
+
+
+class ShapeShifter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.shift = False
+
+    def forward(self, inputs):
+        outputs = self.model(inputs)
+        return outputs[:, :2] if self.shift and inputs.device.type != "cpu" else outputs
+
+
+def test_shadow_gauges_show_nan_when_the_last_comparison_could_not_measure():
+    model = ShapeShifter()
+    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        deployment.predict({"inputs": sample(1)})
+        deployment.flush()
+        assert metric(deployment, "torchport_serve_shadow_last_cosine") == pytest.approx(1.0, abs=1e-6)
+        deployment.primary.model().shift = True
+        deployment.predict({"inputs": sample(2)})  # no example, so no contract: only shadow sees it
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 1
+        assert math.isnan(metric(deployment, "torchport_serve_shadow_last_cosine"))
+        assert math.isnan(metric(deployment, "torchport_serve_shadow_last_max_abs_error"))
+
+
+def test_a_drain_waits_for_requests_queued_behind_the_concurrency_limit():
+    plan = FaultPlan(hang_s=0.3)
+    with Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", timeout_s=5.0,
+                    max_concurrency=1) as deployment:
+
+        async def scenario():
+            requests = [asyncio.ensure_future(deployment.predict_async({"inputs": sample(index, MARKERS["timeout"])}))
+                        for index in range(3)]
+            deadline = asyncio.get_running_loop().time() + 10
+            while deployment.in_flight < 3:  # one running, two queued at the gate: all three admitted
+                assert asyncio.get_running_loop().time() < deadline, "queued requests are not counted in flight"
+                await asyncio.sleep(0.005)
+            drained = asyncio.get_running_loop().run_in_executor(None, deployment.drain, 10.0)
+            answers = await asyncio.gather(*requests, return_exceptions=True)
+            return answers, await drained
+
+        answers, drained = asyncio.run(scenario())
+        assert drained is True
+        assert [getattr(answer, "role", answer) for answer in answers] == ["primary"] * 3
