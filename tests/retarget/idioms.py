@@ -46,6 +46,15 @@ IDIOMS = [
     ("dunder_import_agrees",
      "result = __import__('torch').cuda.is_available()",
      "result = True"),
+    # the optional-dependency idiom of test suites: the module pytest hands back is the one imported
+    ("pytest_importorskip_agrees",
+     "import pytest\ntorch = pytest.importorskip('torch')\ncuda = pytest.importorskip('torch.cuda')\n"
+     "result = (torch.cuda.is_available(), torch.cuda.device_count() >= 1, cuda.is_available())",
+     "result = (True, True, True)"),
+    ("aliased_import_module_agrees",
+     "from importlib import import_module as load\nresult = (load('torch').cuda.is_available(), "
+     "load('torch.cuda').device_count() >= 1)",
+     "result = (True, True)"),
     # mock.patch with a string target patches the real module (what `import` finds): the application
     # sees the patch, as its tests do on a GPU machine
     ("mock_patch_string_target_cuda_is_available",

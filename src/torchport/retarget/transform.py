@@ -87,8 +87,18 @@ FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator"}
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
 #: attributes read through a helper (`x.type` only where it is read, not called: `x.type()` is a method).
 REWRITTEN_ATTRIBUTES = {"is_cuda": "is_cuda", "type": "device_type", "index": "device_index"}
-#: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`.
-IMPORT_FUNCTIONS = {"import_module", "__import__"}
+#: callables whose result is a module: `importlib.import_module(...)`, `__import__(...)`,
+#: `pytest.importorskip(...)` (however they are bound). A call of anything else whose first argument
+#: is a literal naming torch or a torch submodule (`load("torch")` with `load` an alias of one of
+#: these) has its result passed through the facade lookup too: a module comes back as its facade,
+#: any other value unchanged.
+IMPORT_FUNCTIONS = {"import_module", "__import__", "importorskip"}
+
+
+def _names_torch(arguments: list) -> bool:
+    first = arguments[0] if arguments else None
+    return (isinstance(first, ast.Constant) and isinstance(first.value, str)
+            and (first.value == "torch" or first.value.startswith("torch.")))
 
 
 #: Site ids in freshly compiled (and cached) code are SITE_MARK + the site's index in the module;
@@ -189,6 +199,12 @@ class _Rewriter(ast.NodeTransformer):
         name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
         if name in IMPORT_FUNCTIONS:
             return self._helper("facade", [node], node)
+        rewritten = self._rewrite_call(node, function, name)
+        if _names_torch(node.args):
+            return self._helper("facade", [rewritten], node)
+        return rewritten
+
+    def _rewrite_call(self, node: ast.Call, function: ast.expr, name: str | None) -> ast.expr:
         # An explicit device keyword, or `**factory_kwargs` that may carry one.
         maps_keywords = any((keyword.arg in REWRITTEN_KEYWORDS and not _is_none(keyword.value)
                              and not _is_false(keyword.value)) or keyword.arg is None for keyword in node.keywords)
