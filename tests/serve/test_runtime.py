@@ -240,9 +240,12 @@ def concurrent_predictions(deployment, count):
 
 @pytest.mark.parametrize("fail_on_primary", [False, True])
 def test_micro_batching_joins_concurrent_requests_and_splits_the_answers(fail_on_primary):
-    model = CountingModel(fail_on_primary)
-    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", batch_max_size=4, batch_wait_s=0.5,
-                    failure_threshold=100) as deployment:
+    model = CountingModel()
+    # batching needs an example: its doubled run shows which outputs follow the batch
+    with Deployment(lambda: {"model": model, "example": torch.randn(2, FEATURES)}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=4, batch_wait_s=0.5, failure_threshold=100) as deployment:
+        model.primary_calls.clear()  # the warm-up's
+        deployment.primary.model().fail_on_primary = fail_on_primary  # after a healthy warm-up
         answers = concurrent_predictions(deployment, 4)
         assert model.primary_calls == [4], "four concurrent rows make one primary call"
         for index, answer in enumerate(answers):

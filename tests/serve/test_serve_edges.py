@@ -8,6 +8,7 @@ import asyncio
 import math
 import sys
 import threading
+import time
 from fractions import Fraction
 
 import pytest
@@ -16,6 +17,10 @@ import torch
 from serve_models import FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample, settle
 from torchport.errors import UsageError
 from torchport.serve import Deployment, ModelRejectedInput, UnserializableOutput
+
+
+#: The factories' example: two rows, so the contract knows which outputs follow the batch.
+EXAMPLE = torch.randn(2, FEATURES)
 
 
 def exposition(deployment) -> str:
@@ -68,8 +73,8 @@ def batch_of_requests(deployment, rows_per_request):
 
 def test_one_bad_request_in_a_micro_batch_fails_alone():
     rows = [sample(0), sample(1), [[1000.0] * FEATURES], sample(3)]
-    with Deployment(RejectsLargeValues, primary=PRIMARY, fallback="cpu", batch_max_size=4, batch_wait_s=0.5,
-                    failure_threshold=1) as deployment:
+    with Deployment(lambda: {"model": RejectsLargeValues(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=4, batch_wait_s=0.5, failure_threshold=1) as deployment:
         results = batch_of_requests(deployment, rows)
         assert deployment.batcher.batches == 1
         assert isinstance(results[2], ModelRejectedInput) and results[2].status == 422
@@ -81,8 +86,9 @@ def test_one_bad_request_in_a_micro_batch_fails_alone():
 
 
 def test_a_batch_that_fails_over_counts_every_request_it_answered():
-    with Deployment(lambda: RejectsLargeValues(fail_on_primary=True), primary=PRIMARY, fallback="cpu",
-                    batch_max_size=3, batch_wait_s=0.5, failure_threshold=100) as deployment:
+    with Deployment(lambda: {"model": RejectsLargeValues(), "example": EXAMPLE}, primary=PRIMARY,
+                    fallback="cpu", batch_max_size=3, batch_wait_s=0.5, failure_threshold=100) as deployment:
+        deployment.primary.model().fail_on_primary = True  # after a healthy warm-up
         results = batch_of_requests(deployment, [sample(0), sample(1), sample(2)])
         assert [answer.failover for answer in results] == ["error"] * 3
         assert metric(deployment, 'torchport_serve_failovers_total{cause="error"}') == 3
@@ -233,3 +239,231 @@ def test_a_drain_waits_for_requests_queued_behind_the_concurrency_limit():
         answers, drained = asyncio.run(scenario())
         assert drained is True
         assert [getattr(answer, "role", answer) for answer in answers] == ["primary"] * 3
+
+
+class ExitsEverywhere(torch.nn.Module):
+    """Calls sys.exit() on every device for inputs whose first value is negative."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if float(inputs.reshape(-1)[0]) < 0:
+            sys.exit(3)
+        return self.model(inputs)
+
+
+def test_sys_exit_in_the_model_on_the_fallback_is_a_422_not_the_end_of_the_server():
+    with Deployment(ExitsEverywhere, primary=PRIMARY, fallback="cpu", failure_threshold=1) as deployment:
+        with pytest.raises(ModelRejectedInput):
+            deployment.predict({"inputs": [[-1.0] * FEATURES]})
+        assert deployment.breaker.state == "closed"
+        assert deployment.predict({"inputs": [[1.0] * FEATURES]}).role == "primary"
+
+
+@pytest.mark.parametrize("payload", [{"inputs": [3000000000], "dtype": "int32"}, {"inputs": [2 ** 63], "dtype": "int64"},
+                                     {"inputs": [2 ** 53 + 1], "dtype": "int64"}])
+def test_whole_numbers_the_dtype_would_change_are_refused(payload):
+    from torchport.serve import InvalidInput
+    from torchport.serve.model import default_preprocess
+
+    with pytest.raises(InvalidInput, match="outside"):
+        default_preprocess(payload)
+
+
+class Softmax(torch.nn.Module):
+    def forward(self, inputs):
+        return torch.softmax(inputs.float(), dim=-1)
+
+
+def test_one_dimensional_requests_are_never_joined():
+    with Deployment(lambda: {"model": Softmax(), "example": torch.randn(2, 3)}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=8, batch_wait_s=0.3) as deployment:
+        results = batch_of_requests(deployment, [[1.0, 2.0, 3.0], [0.0, 0.0], [5.0]])
+        for answer in results:
+            assert sum(answer.body["outputs"]) == pytest.approx(1.0, abs=1e-5)
+        assert deployment.batcher.batches == 0
+
+
+class WithPrior(torch.nn.Module):
+    """Logits per row and a prior that does not follow the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        return {"logits": self.model(inputs), "prior": torch.tensor([0.2, 0.3, 0.5])}
+
+
+def test_a_micro_batch_gives_outputs_that_do_not_follow_the_batch_whole_to_every_request():
+    with Deployment(lambda: {"model": WithPrior(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=3, batch_wait_s=0.5) as deployment:
+        rows = [sample(0), sample(1), sample(2)]
+        results = batch_of_requests(deployment, rows)
+        assert deployment.batcher.batches == 1
+        for index, answer in enumerate(results):
+            assert answer.body["outputs"]["prior"] == pytest.approx([0.2, 0.3, 0.5])
+            expected = make_linear()(torch.tensor(rows[index]))
+            assert torch.allclose(torch.tensor(answer.body["outputs"]["logits"]), expected, atol=1e-5)
+
+
+def test_micro_batching_without_an_example_is_a_usage_error():
+    with pytest.raises(UsageError, match="needs the factory's 'example'"):
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", batch_max_size=4)
+
+
+def test_batch_failovers_and_canary_routing_count_requests_not_batches():
+    with Deployment(lambda: {"model": make_linear(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    canary=0.0, batch_max_size=4, batch_wait_s=0.5) as deployment:
+        results = batch_of_requests(deployment, [sample(index) for index in range(4)])
+        assert deployment.batcher.batches == 1 and {answer.routed for answer in results} == {"canary"}
+        assert metric(deployment, 'torchport_serve_routed_to_fallback_total{reason="canary"}') == 4
+
+
+class RejectsNegativeOnTheFallback(torch.nn.Module):
+    """The primary is down while `down`; both devices reject inputs whose first value is negative."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.down = False
+
+    def forward(self, inputs):
+        if float(inputs.reshape(-1)[0]) < 0:
+            raise ValueError("negative inputs are out of range")
+        if self.down and inputs.device.type != "cpu":
+            raise RuntimeError("primary device lost")
+        return self.model(inputs)
+
+
+def test_a_probe_made_with_an_input_the_fallback_rejects_does_not_reopen_the_breaker():
+    with Deployment(RejectsNegativeOnTheFallback, primary=PRIMARY, fallback="cpu", failure_threshold=1,
+                    reset_after_s=0.05, recovery_successes=1) as deployment:
+        primary = deployment.primary.model()
+        primary.down = True
+        deployment.predict({"inputs": [[1.0] * FEATURES]})  # fails over: the breaker opens
+        assert deployment.breaker.state == "open"
+        primary.down = False
+        time.sleep(0.1)
+        with pytest.raises(ModelRejectedInput):
+            deployment.predict({"inputs": [[-1.0] * FEATURES]})  # starts a probe with a bad input
+        deployment.flush()
+        assert deployment.breaker.state != "open"
+        assert metric(deployment, 'torchport_serve_probes_total{result="inconclusive"}') == 1
+        time.sleep(0.1)
+        deployment.predict({"inputs": [[1.0] * FEATURES]})  # a good probe closes it
+        deployment.flush()
+        assert deployment.breaker.state == "closed"
+
+
+class DropsRowsOfRank3(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.drop = False
+
+    def forward(self, inputs):
+        outputs = self.model(inputs)
+        return outputs[:1] if self.drop and inputs.device.type != "cpu" else outputs
+
+
+def test_a_learned_input_layout_still_has_its_rows_checked():
+    model = DropsRowsOfRank3()
+    with Deployment(lambda: {"model": model, "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    failure_threshold=100) as deployment:
+        rows = [[sample(0)[0]] * 2, [sample(1)[0]] * 2]  # rank 3: a layout the example did not show
+        assert deployment.predict({"inputs": rows}).role == "primary"
+        deployment.primary.model().drop = True
+        answer = deployment.predict({"inputs": rows})
+        assert (answer.role, answer.failover) == ("fallback", "bad_output")
+
+
+class DictInputs(torch.nn.Module):
+    """A transformers-style model: keyword inputs, one row of outputs per sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(50, 4)
+        self.drop = False
+
+    def forward(self, input_ids, attention_mask):
+        pooled = (self.embedding(input_ids) * attention_mask.unsqueeze(-1)).sum(1)
+        return pooled[:2] if self.drop and input_ids.device.type != "cpu" else pooled
+
+
+def test_dict_inputs_have_their_batch_checked():
+    example = {"input_ids": torch.randint(0, 50, (2, 5)), "attention_mask": torch.ones(2, 5, dtype=torch.long)}
+    model = DictInputs()
+    with Deployment(lambda: {"model": model, "example": example,
+                             "preprocess": lambda payload: {"input_ids": torch.tensor(payload["ids"]),
+                                                            "attention_mask": torch.ones(len(payload["ids"]), 5,
+                                                                                         dtype=torch.long)}},
+                    primary=PRIMARY, fallback="cpu", failure_threshold=100) as deployment:
+        ids = [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15]]
+        assert deployment.predict({"ids": ids}).role == "primary"
+        deployment.primary.model().drop = True
+        answer = deployment.predict({"ids": ids})
+        assert (answer.role, answer.failover) == ("fallback", "bad_output") and len(answer.body["outputs"]) == 3
+
+
+class Narrower(torch.nn.Module):
+    """Computes in float64 and int64; on the primary (neuron's profile) in float32 and int32."""
+
+    def forward(self, inputs):
+        values, ids = inputs.double() * 2, inputs.round().long()
+        if inputs.device.type != "cpu":
+            values, ids = values.float(), ids.int()
+        return values, ids
+
+
+def test_shadow_accepts_the_primary_profiles_narrower_types():
+    with Deployment(Narrower, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for index in range(5):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.comparisons == 5 and deployment.shadow_monitor.mismatches == 0
+
+
+class OffByOneIds(torch.nn.Module):
+    def forward(self, inputs):
+        ids = (inputs.abs() * 10000).long() + 10000
+        return ids + 1 if inputs.device.type != "cpu" else ids
+
+
+def test_shadow_compares_integer_outputs_exactly():
+    with Deployment(OffByOneIds, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for index in range(3):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 3 and deployment.shadow_monitor.alarm
+
+
+def test_shadow_counts_a_primary_that_fails_every_input_as_mismatches():
+    plan = FaultPlan()
+    plan.down = True
+    with Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", canary=0.0, shadow=1.0) as deployment:
+        for index in range(3):
+            assert deployment.predict({"inputs": sample(index)}).routed == "canary"
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 3 and deployment.shadow_monitor.alarm
+        assert "primary failed" in deployment.shadow_monitor.last.reasons[0]
+
+
+class NanConfidence(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        logits = self.model(inputs)
+        confidence = float("nan") if inputs.device.type != "cpu" else float(logits.max())
+        return {"logits": logits, "confidence": confidence}
+
+
+def test_nan_in_a_python_number_of_the_outputs_fails_over_as_nonfinite():
+    with Deployment(NanConfidence, primary=PRIMARY, fallback="cpu") as deployment:
+        answer = deployment.predict({"inputs": sample(1)})
+        assert (answer.role, answer.failover) == ("fallback", "nonfinite")
+        assert math.isfinite(answer.body["outputs"]["confidence"])

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Callable
 
-__all__ = ["Flat", "flatten", "flatten_tensors", "map_tensors", "describe_leaf"]
+__all__ = ["Flat", "flatten", "flatten_tensors", "map_tensors", "map_tensors_with_paths", "describe_leaf"]
 
 _lock = threading.Lock()
 # Classes that could not be registered (registration raised): flattened as opaque leaves.
@@ -148,3 +148,16 @@ def map_tensors(function: Callable[[Any], Any], value: Any) -> Any:
 
     _leaves_with_paths(value)  # registers the containers inside, so tree_map reaches every tensor
     return pytree.tree_map_only(torch.Tensor, function, value)
+
+
+def map_tensors_with_paths(function: Callable[[str, Any], Any], value: Any) -> Any:
+    """`value` with `function(path, tensor)` applied to every tensor inside (paths as `flatten`
+    names them), the structure kept."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    if isinstance(value, torch.Tensor):
+        return function("", value)
+    _leaves_with_paths(value)  # registers the containers inside
+    return pytree.tree_map_with_path(
+        lambda path, leaf: function(pytree.keystr(path), leaf) if isinstance(leaf, torch.Tensor) else leaf, value)

@@ -6,7 +6,9 @@ its first request waits at most `max_wait_s` for others. The batch fails over as
 request in it is answered by the device that answered the batch. When the model rejects the batch
 (`ModelRejectedInput`: it raises, or gives NaN, on the fallback too), one request's bad rows must not
 fail the others: each request of the batch is then run on its own and gets its own answer or error.
-Every output tensor must have the batch on dimension 0.
+The outputs that follow the batch (the output contract found them by running the factory's example
+doubled) are split along dimension 0; the others (a summary, a prior) go whole to every request.
+Only inputs of rank 2 or more are joined: a 1-D input has no row dimension.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ class _Batch:
 class MicroBatcher:
     """Joins concurrent calls of `run(tensor) -> Answer` into batched calls."""
 
-    def __init__(self, run: Callable[[Any], Any], max_size: int, max_wait_s: float):
+    def __init__(self, run: Callable[[Any], Any], max_size: int, max_wait_s: float, batched: frozenset[str]):
         self._run = run
+        #: The output paths that follow the batch.
+        self.batched = batched
         self.max_size = max_size
         self.max_wait_s = max_wait_s
         self._lock = threading.Lock()
@@ -104,14 +108,18 @@ class MicroBatcher:
             return None, error
 
     def _slice(self, batch: _Batch, start: int, stop: int):
-        from torchport.compare.tree import flatten_tensors, map_tensors
+        from torchport.compare.tree import flatten_tensors, map_tensors_with_paths
 
         answer = batch.answer
         if len(batch.tensors) == 1:
             return answer
         for path, tensor in flatten_tensors(answer.outputs):
-            if tensor.dim() == 0 or tensor.shape[0] != batch.rows:
-                raise ServeError(f"Micro-batching needs every output batched on dimension 0; output {path or 'tensor'} "
-                                 f"has shape {list(tensor.shape)} for a batch of {batch.rows} rows. "
-                                 "Turn batching off (batch_max_size=1).")
-        return dataclasses.replace(answer, outputs=map_tensors(lambda tensor: tensor[start:stop], answer.outputs))
+            if path in self.batched and (tensor.dim() == 0 or tensor.shape[0] != batch.rows):
+                raise ServeError(f"Output {path or 'tensor'} followed the batch for the factory's example but has "
+                                 f"shape {list(tensor.shape)} for a batch of {batch.rows} rows. Turn batching off "
+                                 "(batch_max_size=1) for this model.")
+
+        def part(path: str, tensor):
+            return tensor[start:stop] if path in self.batched else tensor
+
+        return dataclasses.replace(answer, outputs=map_tensors_with_paths(part, answer.outputs))

@@ -100,6 +100,12 @@ class CircuitBreaker:
                 self.consecutive_failures = 0
         self._notify(before)
 
+    def probe_inconclusive(self) -> None:
+        """The probe's input was bad (the fallback rejects it too): the probe counts neither way and the
+        next request may start another."""
+        with self._lock:
+            self._probe_in_flight = False
+
     def record_failure(self, probe: bool = False) -> None:
         """A primary call failed; opens the breaker at the threshold, or again after a failed probe."""
         with self._lock:

@@ -19,14 +19,14 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 #: Every metric with its type and labels: the one list the README's Grafana table follows.
 METRIC_NAMES = {
-    "torchport_serve_requests_total": ("counter", "role, device, outcome (ok | failover | error)"),
+    "torchport_serve_requests_total": ("counter", "role, device, outcome (ok | failover)"),
     "torchport_serve_request_latency_seconds": ("histogram", "role, device (the device that answered)"),
     "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom | bad_output)"),
     "torchport_serve_load_failures_total": ("counter", "role, device (the model could not be moved there at start)"),
     "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open)"),
     "torchport_serve_breaker_state": ("gauge", "0 closed, 1 open, 2 half-open"),
     "torchport_serve_breaker_transitions_total": ("counter", "to (closed | open | half_open)"),
-    "torchport_serve_probes_total": ("counter", "result (success | failure)"),
+    "torchport_serve_probes_total": ("counter", "result (success | failure | inconclusive)"),
     "torchport_serve_shadow_comparisons_total": ("counter", ""),
     "torchport_serve_shadow_mismatches_total": ("counter", ""),
     "torchport_serve_shadow_skipped_total": ("counter", "reason (busy | primary_unavailable | failed)"),
@@ -149,8 +149,9 @@ class ServeMetrics:
         self._breaker.set(STATE_VALUES[state])
         self._transitions.labels(state).inc()
 
-    def probe(self, success: bool) -> None:
-        self._probes.labels("success" if success else "failure").inc()
+    def probe(self, success: bool | None) -> None:
+        """A probe's result; None: inconclusive (the fallback rejects its input too)."""
+        self._probes.labels("inconclusive" if success is None else "success" if success else "failure").inc()
 
     def shadow(self, result, alarm: bool) -> None:
         self._comparisons.inc()

@@ -26,6 +26,10 @@ FACTORY_KEYS = ("model", "preprocess", "postprocess", "example", "name")
 #: The dtypes a request may name in "dtype" (default float32).
 REQUEST_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 
+#: The largest whole number a JSON request carries exactly through the default preprocess (beyond
+#: 2**53 - 1, float64 may have rounded it: 2**53 + 1 arrives as 2**53).
+EXACT_INTEGERS = 2 ** 53 - 1
+
 #: The most numbers the default preprocess accepts in one request.
 MAX_INPUT_ELEMENTS = 1 << 20
 
@@ -74,6 +78,12 @@ def default_preprocess(payload: Any):
         allowed = "0 or 1 (or true/false)" if dtype == torch.bool else "whole numbers"
         if not bool((raw == raw.round()).all()) or (dtype == torch.bool and not bool(((raw == 0) | (raw == 1)).all())):
             raise InvalidInput(f"'inputs' holds values that are not {allowed}, as dtype {dtype_name!r} needs.")
+        if dtype != torch.bool and raw.numel():
+            # exact in float64 up to 2**53: beyond, a JSON integer may already have been rounded
+            low, high = max(torch.iinfo(dtype).min, -EXACT_INTEGERS), min(torch.iinfo(dtype).max, EXACT_INTEGERS)
+            if float(raw.min()) < low or float(raw.max()) > high:
+                raise InvalidInput(f"'inputs' holds whole numbers outside {low}..{high}, the range dtype "
+                                   f"{dtype_name!r} holds exactly as sent in JSON.")
     tensor = raw.to(dtype)
     if dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
         raise InvalidInput(f"'inputs' holds values beyond the range of {dtype_name!r}.")
@@ -119,16 +129,25 @@ def to_device(value: Any, device) -> Any:
     return map_tensors(lambda tensor: tensor.to(device), value)
 
 
-def _tensors(value: Any) -> list:
+def _leaves(value: Any) -> list:
+    """The tensors and other leaves inside `value` (one walk; the common shapes without it)."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)) and all(isinstance(item, torch.Tensor) for item in value):
         return list(value)
-    from torchport.compare.tree import flatten_tensors
+    from torchport.compare.tree import _leaves_with_paths
 
-    return [tensor for _, tensor in flatten_tensors(value)]
+    return [leaf for _, leaf in _leaves_with_paths(value)]
+
+
+def _nonfinite_number(leaf: Any) -> bool:
+    """A Python or numpy float (a `.item()` in the outputs) that is NaN or infinite."""
+    import math
+    import numbers
+
+    return isinstance(leaf, numbers.Real) and not isinstance(leaf, numbers.Integral) and not math.isfinite(leaf)
 
 
 def _numpy_checked():
@@ -138,7 +157,8 @@ def _numpy_checked():
 
 
 def all_finite(value: Any) -> bool:
-    """Whether every floating-point element of the tensors inside `value` is finite: one fused pass
+    """Whether every floating-point element of the tensors inside `value` (and every Python or numpy
+    float beside them) is finite: one fused pass
     per tensor and one host sync in all. `t * 0` is 0 for a finite element and NaN for NaN or inf,
     so the sum of the products is NaN exactly when some element is not finite; unlike `t.sum()` it
     cannot overflow on large finite values, and unlike `isfinite(t).all()` it is one kernel, not four.
@@ -148,7 +168,11 @@ def all_finite(value: Any) -> bool:
     import torch
 
     total = None
-    for tensor in _tensors(value):
+    for tensor in _leaves(value):
+        if not isinstance(tensor, torch.Tensor):
+            if _nonfinite_number(tensor):
+                return False
+            continue
         if tensor.is_floating_point() or tensor.is_complex():
             if tensor.numel() == 0:
                 continue
@@ -179,7 +203,11 @@ def nonfinite_count(value: Any) -> int:
     import torch
 
     count = 0
-    for tensor in map(_strided, _tensors(value)):
+    for leaf in _leaves(value):
+        if not isinstance(leaf, torch.Tensor):
+            count += _nonfinite_number(leaf)
+            continue
+        tensor = _strided(leaf)
         if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
             count += int(tensor.numel() - torch.isfinite(tensor).sum())
     return count

@@ -44,7 +44,7 @@ from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
 from torchport.serve.model import all_finite, load_factory, load_weights, nonfinite_count, to_device
-from torchport.serve.shadow import ShadowMonitor
+from torchport.serve.shadow import ShadowMonitor, ShadowResult
 
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
 
@@ -150,9 +150,16 @@ def _resolve(future, outcome) -> None:
 
 
 def _batch(inputs: Any) -> int | None:
+    """The batch size of `inputs`: the first dimension of a tensor, or the one every tensor of a
+    tuple or dict of inputs shares (a transformers model's input_ids and attention_mask)."""
     import torch
 
-    return inputs.shape[0] if isinstance(inputs, torch.Tensor) and inputs.dim() >= 1 else None
+    if isinstance(inputs, torch.Tensor):
+        return inputs.shape[0] if inputs.dim() >= 1 else None
+    from torchport.compare.tree import flatten_tensors
+
+    sizes = {tensor.shape[0] if tensor.dim() >= 1 else None for _, tensor in flatten_tensors(inputs)}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _layout(value: Any) -> tuple[tuple[str, str, int], ...]:
@@ -167,18 +174,19 @@ def _layout(value: Any) -> tuple[tuple[str, str, int], ...]:
 
 def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> frozenset[str]:
     """The paths of the outputs whose first dimension is the batch: those that follow it when the
-    one-tensor `example` is run again doubled (`run` is the fallback; `outputs` its answer to `example`).
-    Empty when the example is not one batched tensor or the model does not take the doubled batch."""
+    `example` is run again with every input tensor doubled along its first dimension (`run` is the
+    fallback; `outputs` its answer to `example`). Empty when the example has no batch or the model
+    does not take the doubled one."""
     import torch
 
-    from torchport.compare.tree import flatten_tensors
+    from torchport.compare.tree import flatten_tensors, map_tensors
 
     batch = _batch(example)
     if batch is None or batch == 0:
         return frozenset()
     try:
-        doubled = run(torch.cat([example, example]))
-    except Exception:
+        doubled = run(map_tensors(lambda tensor: torch.cat([tensor, tensor]), example))
+    except (Exception, SystemExit):
         return frozenset()
     single, twice = dict(flatten_tensors(outputs)), dict(flatten_tensors(doubled))
     return frozenset(path for path, tensor in single.items()
@@ -202,7 +210,8 @@ class OutputContract:
 
     def __init__(self, reference: Any, example: Any, batched: frozenset[str], downcasts: Mapping[str, str]):
         self.reference = tuple((path, dtype, rank, path in batched) for path, dtype, rank in _layout(reference))
-        self.example_layout = _layout(example)
+        #: The outputs that follow the batch (their first dimension is the input's batch size).
+        self.batched = batched
         self._downcasts = dict(downcasts)
         self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in self.reference}
         self._confirmed: dict[tuple, tuple] = {}
@@ -212,9 +221,28 @@ class OutputContract:
         """None when `outputs` keep the contract, else what differs."""
         found = self._against_reference(outputs, inputs)
         if found is not None and self._confirmed:
-            if self._confirmed.get(_layout(inputs)) == _layout(outputs):
-                return None
+            learned = self._confirmed.get(_layout(inputs))
+            if learned is not None and learned[0] == _layout(outputs):
+                return self._rows(outputs, inputs, learned[1], found)
         return found
+
+    @staticmethod
+    def _rows(outputs: Any, inputs: Any, batched: frozenset[str] | None, found: str) -> str | None:
+        """For a learned layout: None when every output learned to follow the batch has a row per
+        input row; `found` (confirm again) when which ones follow it was learned from a batch of one."""
+        import torch
+
+        from torchport.compare.tree import flatten_tensors
+
+        batch = _batch(inputs)
+        if batch is None or (batch < 2 and batched is None):
+            return None
+        if batched is None:
+            return found
+        for path, tensor in [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs):
+            if path in batched and tensor.shape[0] != batch:
+                return f"output {path or 'tensor'} has {tensor.shape[0]} rows for a batch of {batch}"
+        return None
 
     def _against_reference(self, outputs: Any, inputs: Any) -> str | None:
         import torch
@@ -259,10 +287,21 @@ class OutputContract:
         return None
 
     def confirm(self, inputs: Any, outputs: Any) -> None:
-        """Learn that inputs laid out as `inputs` are answered with outputs laid out as `outputs`."""
+        """Learn that inputs laid out as `inputs` are answered with outputs laid out as `outputs`
+        (confirmed by the fallback's answer), and which outputs follow the batch: those with a row per
+        input row, known from a batch of 2 or more (None: learned from a batch of one)."""
+        import torch
+
+        from torchport.compare.tree import flatten_tensors
+
+        batch = _batch(inputs)
+        batched = None
+        if batch is not None and batch >= 2:
+            pairs = [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs)
+            batched = frozenset(path for path, tensor in pairs if tensor.dim() >= 1 and tensor.shape[0] == batch)
         with self._lock:
-            if len(self._confirmed) < CONFIRMED_LAYOUTS:
-                self._confirmed[_layout(inputs)] = _layout(outputs)
+            if len(self._confirmed) < CONFIRMED_LAYOUTS or _layout(inputs) in self._confirmed:
+                self._confirmed[_layout(inputs)] = (_layout(outputs), batched)
 
 
 def failure_cause(error: BaseException, backend) -> str:
@@ -340,7 +379,7 @@ class _Share:
         import fractions
 
         self.share = share
-        exact = fractions.Fraction(repr(float(share))).limit_denominator(1_000_000)
+        exact = fractions.Fraction(repr(float(share)))  # the shortest decimal that is the float: 0.1 -> 1/10
         self._numerator, self._denominator = exact.numerator, exact.denominator
         self._calls = 0
         self._lock = threading.Lock()
@@ -452,7 +491,8 @@ class Deployment:
         #: Why the model could not be moved to the primary at start (None: it was); traffic then
         #: starts on the fallback and the breaker's probes retry the move.
         self.primary_load_error = self._load_primary()
-        self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds)
+        self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds,
+                                            downcasts=self.primary.profile_downcasts())
         self.max_concurrency = max_concurrency
         # Room for every live call plus as many abandoned at their timeout, so that a few hung calls do
         # not make healthy ones wait; with every worker busy a call fails over at once.
@@ -474,8 +514,21 @@ class Deployment:
         self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
         if self.primary_load_error and not self.warmup:
             self.warmup = {PRIMARY: f"not loaded: {self.primary_load_error}"}
-        #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default).
-        self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s) if batch_max_size > 1 else None
+        #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default);
+        #: it splits the outputs the contract found to follow the batch and gives the others whole.
+        self.batcher = None
+        if batch_max_size > 1:
+            if self.contract is None:
+                raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs the factory's 'example' "
+                                 "answered by the fallback, to learn which outputs follow the batch "
+                                 f"({self._contract_status()}). Return {{'model': ..., 'example': inputs}} from the "
+                                 "factory, or turn batching off.")
+            if not self.contract.batched:
+                raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs an 'example' with a batch "
+                                 "(rows along dimension 0, 2 or more of them) whose outputs follow it; none of the "
+                                 "fallback's outputs grew when the example was run doubled. Give a batched example, "
+                                 "or turn batching off.")
+            self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s, self.contract.batched)
 
     def _load_primary(self) -> str | None:
         try:
@@ -734,7 +787,8 @@ class Deployment:
         started = time.perf_counter() if started is None else started
         if window is not None:
             window.arrived = started
-        batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1
+        # rows of a 2-D or higher input; a 1-D input has no row dimension to join along
+        batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
         try:
             if failed is not None:
                 answer = Answer(self._fail_over(failed, inputs), FALLBACK, self.fallback.name, failover=failed.cause)
@@ -752,8 +806,11 @@ class Deployment:
             # a postprocess that keeps rejecting the primary's outputs opens the breaker
             self.breaker.record_success()
         answer.latency_s = time.perf_counter() - started
-        if answer.failover:  # counted per request answered by a failover, a batch's members each
+        # counted per request (a micro-batch's members each), not per model call
+        if answer.failover:
             self.metrics.failover(answer.failover)
+        elif answer.routed:
+            self.metrics.routed_to_fallback(answer.routed)
         self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
         if self._shadow_pick.pick():
             self._start_shadow(inputs, answer)
@@ -812,12 +869,10 @@ class Deployment:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
         primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`."""
         if not self.breaker.allows_primary():
-            self.metrics.routed_to_fallback("breaker_open")
             if self.breaker.try_start_probe():
                 self._background.submit(self._probe, inputs, postprocess, bounded=False)
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
         if not self._canary_pick.pick():
-            self.metrics.routed_to_fallback("canary")
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
         try:
             outputs = self._call_primary(inputs, window)
@@ -864,7 +919,7 @@ class Deployment:
         the fallback's answer (or error) for the failover."""
         try:
             reference = self.fallback.run(inputs)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise _DeviceFailure("bad_output", f"{violation}, and the fallback raised on this input",
                                  fallback=(None, error)) from None
         difference = self.contract.differs(outputs, reference)
@@ -876,12 +931,12 @@ class Deployment:
         """The fallback's answer for a request routed straight to it."""
         try:
             outputs = self.fallback.run(inputs)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             self._fallback_raised(error)
         self._fallback_finite(outputs)
         return outputs
 
-    def _fallback_raised(self, error: Exception, failure: _DeviceFailure | None = None):
+    def _fallback_raised(self, error: BaseException, failure: _DeviceFailure | None = None):
         """The fallback raised for this input. It is the reference: a plain error means the input is at
         fault (ModelRejectedInput, 422; the primary is not charged, whatever it did); out of memory
         means no device could answer (NoDeviceAnswered, 503)."""
@@ -915,17 +970,22 @@ class Deployment:
         """The fallback's answer for a request that failed on the primary. The fallback is the reference:
         when it rejects the input too (it raises, or gives NaN), the input is at fault (422) and the
         breaker is not charged, whatever the primary's failure was."""
-        outputs, error = failure.fallback if failure.fallback is not None else (None, None)
-        if failure.fallback is None:
-            try:
-                outputs = self.fallback.run(inputs)
-            except Exception as raised:
-                error = raised
+        outputs, error = self._fallback_for(failure, inputs)
         if error is not None:
             self._fallback_raised(error, failure)
         self._fallback_finite(outputs)
         self._primary_failed(failure)
         return outputs
+
+    def _fallback_for(self, failure: _DeviceFailure, inputs: Any) -> tuple[Any, BaseException | None]:
+        """(outputs, error) of the fallback for the input the primary failed: the ones judging the
+        primary already computed, else a run now (sys.exit() in the model is an error like any other)."""
+        if failure.fallback is not None:
+            return failure.fallback
+        try:
+            return self.fallback.run(inputs), None
+        except (Exception, SystemExit) as error:
+            return None, error
 
     def _primary_failed(self, failure: _DeviceFailure) -> None:
         self.breaker.record_failure()
@@ -949,12 +1009,24 @@ class Deployment:
                     rejected = None
                 if rejected is not None:
                     raise rejected[0]
-        except _DeviceFailure:
+        except _DeviceFailure as failure:
+            if self._fallback_rejects(inputs, failure):  # a bad input proves nothing about the primary
+                self.breaker.probe_inconclusive()
+                self.metrics.probe(None)
+                return
             self.breaker.record_failure(probe=True)
             self.metrics.probe(False)
             return
         self.breaker.record_success(probe=True)
         self.metrics.probe(True)
+
+    def _fallback_rejects(self, inputs: Any, failure: _DeviceFailure) -> bool:
+        """Whether the fallback, the reference, rejects `inputs` too (raises other than out of memory, or
+        gives NaN or inf): the input is at fault, as for a live request."""
+        outputs, error = self._fallback_for(failure, inputs)
+        if error is not None:
+            return failure_cause(error, self.fallback.backend) == "error"
+        return not all_finite(outputs)
 
     def _start_shadow(self, inputs: Any, answer: Answer) -> None:
         if answer.failover or answer.routed == "breaker_open":
@@ -964,12 +1036,19 @@ class Deployment:
             self.metrics.shadow_skipped("busy")
 
     def _shadow(self, inputs: Any, answer: Answer) -> None:
+        """Compare the two devices on a live input. The primary failing on an input the fallback
+        answered (it raises, hangs, gives NaN, breaks the contract) is a mismatch, not a comparison
+        skipped: a primary that never answers right must not pass a shadow rollout."""
         try:
             if answer.role == PRIMARY:
                 reference, target = self.fallback.run(inputs), answer.outputs
             else:
                 reference, target = answer.outputs, self._call_primary(inputs)
-        except Exception:
+        except _DeviceFailure as failure:
+            result = self.shadow_monitor.record(ShadowResult(False, [f"the primary failed: {failure}"]))
+            self.metrics.shadow(result, self.shadow_monitor.alarm)
+            return
+        except (Exception, SystemExit):  # the fallback failed: nothing to compare against
             self.metrics.shadow_skipped("failed")
             return
         result = self.shadow_monitor.observe(reference, target)

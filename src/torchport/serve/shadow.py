@@ -28,9 +28,15 @@ class ShadowResult:
     max_abs: float | None = None
 
 
-def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresholds] | None = None) -> ShadowResult:
-    """Judge `target` (primary) against `reference` (fallback); both on the host, any nesting of tensors."""
+def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresholds] | None = None,
+                    downcasts: Mapping[str, str] | None = None) -> ShadowResult:
+    """Judge `target` (primary) against `reference` (fallback); both on the host, any nesting of tensors.
+    `downcasts` ({'float64': 'float32'}: the primary profile's narrower types) are not dtype mismatches.
+    Integer and boolean outputs (token ids, labels, masks) must be equal: a tolerance scaled by their
+    magnitude would let id 10753 pass for 10752."""
     from torchport.compare.tree import flatten
+
+    import torch
 
     expected_flat, actual_flat = flatten(reference), flatten(target)
     expected_paths = [path for path, _ in expected_flat.tensors]
@@ -40,24 +46,35 @@ def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresh
     reasons: list[str] = []
     measured = []
     for (path, expected), (_, actual) in zip(expected_flat.tensors, actual_flat.tensors):
-        metrics = tensor_metrics(expected, actual)
+        reference_dtype = str(expected.dtype).removeprefix("torch.")
+        metrics = tensor_metrics(expected, actual, dtype_allowed=(downcasts or {}).get(reference_dtype))
         _, limits = threshold_for([metrics.dtype_reference, metrics.dtype_target], thresholds)
-        reasons += [f"output {path or 'tensor'}: {reason}" for reason in judge(metrics, limits)]
+        found = judge(metrics, limits)
+        if not found and _exact(expected) and expected.shape == actual.shape and not torch.equal(expected, actual.to(expected.dtype)):
+            differing = int((expected != actual.to(expected.dtype)).sum())
+            found = [f"{differing} of {expected.numel()} {reference_dtype} elements differ (integer outputs must be equal)"]
+        reasons += [f"output {path or 'tensor'}: {reason}" for reason in found]
         measured.append(metrics)
     summary = worst(measured) if measured else {}
     return ShadowResult(not reasons, reasons, summary.get("cosine"), summary.get("max_abs"))
 
 
+def _exact(tensor) -> bool:
+    return not (tensor.is_floating_point() or tensor.is_complex())
+
+
 class ShadowMonitor:
     """Counts comparisons and mismatches and keeps the drift alarm; thread-safe."""
 
-    def __init__(self, alarm_after: int = 3, window: int = 100, thresholds: Mapping[str, Thresholds] | None = None):
+    def __init__(self, alarm_after: int = 3, window: int = 100, thresholds: Mapping[str, Thresholds] | None = None,
+                 downcasts: Mapping[str, str] | None = None):
         if alarm_after < 1 or window < alarm_after:
             from torchport.errors import UsageError
 
             raise UsageError(f"Shadow alarm_after={alarm_after!r}, window={window!r}: need 1 <= alarm_after <= window.")
         self.alarm_after = alarm_after
         self.thresholds = thresholds
+        self.downcasts = dict(downcasts or {})
         self._recent: collections.deque[bool] = collections.deque(maxlen=window)
         self._lock = threading.Lock()
         self.comparisons = 0
@@ -70,7 +87,10 @@ class ShadowMonitor:
 
     def observe(self, reference: Any, target: Any) -> ShadowResult:
         """Compare one pair and update the counts and the alarm."""
-        result = compare_outputs(reference, target, self.thresholds)
+        return self.record(compare_outputs(reference, target, self.thresholds, self.downcasts))
+
+    def record(self, result: ShadowResult) -> ShadowResult:
+        """Count one comparison's result (a primary that failed the input is a mismatch)."""
         with self._lock:
             self.comparisons += 1
             self.mismatches += not result.agree
