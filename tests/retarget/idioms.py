@@ -51,6 +51,13 @@ IDIOMS = [
      "import pytest\ntorch = pytest.importorskip('torch')\ncuda = pytest.importorskip('torch.cuda')\n"
      "result = (torch.cuda.is_available(), torch.cuda.device_count() >= 1, cuda.is_available())",
      "result = (True, True, True)"),
+    # PyTorch's device-generic API, as its current examples (and `torchport fix`) write device selection
+    ("torch_accelerator_is_the_cuda_view",
+     "import torch\ndevice = torch.accelerator.current_accelerator() if torch.accelerator.is_available() "
+     "else torch.device('cpu')\nwith torch.accelerator.device_index(0):\n    x = torch.ones(2, device=device)\n"
+     "torch.accelerator.synchronize()\n"
+     "result = (device.type, torch.accelerator.device_count(), torch.accelerator.current_device_index(), x.is_cuda)",
+     "result = ('cuda', 1, 0, True)"),
     ("aliased_import_module_agrees",
      "from importlib import import_module as load\nresult = (load('torch').cuda.is_available(), "
      "load('torch.cuda').device_count() >= 1)",

@@ -14,8 +14,8 @@ import types
 
 import torch
 
-from torchport.retarget import (amp, attention, backend_flags, compiler, cuda_api, data_parallel, device_values,
-                                distributed, host_loading, profiler, runtime, state, sync_batchnorm)
+from torchport.retarget import (accelerator_api, amp, attention, backend_flags, compiler, cuda_api, data_parallel,
+                                device_values, distributed, host_loading, profiler, runtime, state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
 
 __all__ = ["Facades"]
@@ -291,6 +291,7 @@ class Facades:
         import torch.distributed as real_distributed
 
         self.cuda = cuda_api.build_cuda_module()
+        self.accelerator = accelerator_api.build_accelerator_module(self.cuda)
         self.amp = _facade_module(
             torch.amp,
             {
@@ -321,6 +322,7 @@ class Facades:
             torch,
             {
                 "cuda": self.cuda,
+                "accelerator": self.accelerator,
                 "amp": self.amp,
                 "distributed": self.distributed,
                 "backends": self.backends,
@@ -346,6 +348,7 @@ class Facades:
         self.by_name = {
             "torch": self.torch,
             "torch.cuda": self.cuda,
+            "torch.accelerator": self.accelerator,
             "torch.cuda.amp": self.cuda.amp,
             "torch.cuda.nvtx": self.cuda.nvtx,
             "torch.cuda.profiler": self.cuda.profiler,
