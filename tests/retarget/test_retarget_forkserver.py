@@ -120,3 +120,46 @@ def test_children_of_a_forkserver_started_before_retargeting_are_retargeted(tmp_
     assert lines[0] == "forkserver running"
     assert lines[1:] == ["late ['cuda', 'cuda'] ['cpu', 'cpu'] [0.0, 2.0]",
                          "late ['cuda', 'cuda'] ['cpu', 'cpu'] [4.0, 6.0]"]
+
+
+#: The parent makes the device; children get it through multiprocessing's pickling.
+DEVICE_TO_CHILD_APP = """\
+import sys
+import multiprocessing as mp
+import torch
+
+
+class Holder(torch.utils.data.Dataset):
+    def __init__(self, device):
+        self.device = device
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        return f"{self.device.type}:{self.device.index}:{self.device.type == 'cuda'}"
+
+
+def child(device, queue):
+    use_amp = device.type == "cuda"
+    queue.put(f"{device.type}:{device.index}:{use_amp}:{torch.ones(1, device=device).is_cuda}")
+
+
+if __name__ == "__main__":
+    context = mp.get_context(sys.argv[1])
+    device = torch.device("cuda", 0)
+    queue = context.Queue()
+    process = context.Process(target=child, args=(device, queue))
+    process.start()
+    print("process", queue.get(timeout=120))
+    process.join()
+    loader = torch.utils.data.DataLoader(Holder(device), batch_size=2, num_workers=1, multiprocessing_context=context)
+    print("loader", next(iter(loader)))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_device_the_parent_made_from_a_cuda_name_reaches_a_child_as_cuda(tmp_path, method):
+    result = _run(tmp_path, DEVICE_TO_CHILD_APP, ["-m", "torchport", "run", "--device", "cpu", "app.py", method])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["process cuda:0:True:True", "loader ['cuda:0:True', 'cuda:0:True']"]

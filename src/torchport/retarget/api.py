@@ -91,6 +91,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     frameworks.steer(retarget)
     if not retarget.accelerator:  # the devices standing for CUDA are told apart by identity there
         device_values.keep_identity_in_copies(True)
+        device_values.send_to_children_as_cuda(True)
     facades = proxy.Facades()
     proxy._facades = facades
     runtime.bind_facades(facades.by_name)
@@ -113,6 +114,7 @@ def deactivate() -> None:
     runtime.bind(None)
     frameworks.restore()  # the frameworks' settings go with the retargeting
     device_values.keep_identity_in_copies(False)
+    device_values.send_to_children_as_cuda(False)
 
 
 def finish(retarget: state.Retarget) -> None:

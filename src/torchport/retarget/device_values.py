@@ -21,6 +21,12 @@ being the object torchport made for that ordinal (`Retarget.cuda_ordinal`). torc
 immutable value, so `copy.copy` / `copy.deepcopy` return it itself, as they return an int or a str:
 `copy.deepcopy(args)` keeps `args.device.type == 'cuda'`. (A device pickled with `pickle` itself on
 the CPU target comes back as the host's; `torch.save` writes it as CUDA's, as a GPU machine does.)
+
+Sending to a child process: multiprocessing pickles what it hands a spawn or forkserver child (a
+`Process`'s arguments, `mp.spawn`'s args, a DataLoader's dataset, a pool's tasks) with its
+ForkingPickler, whose reducers are its own: there a device the application made from a CUDA name is
+written as CUDA's and loads through `_device`, so the retargeted child gets its own CUDA device, as
+a child on the GPU machine does.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import torch
 
 from torchport.retarget import state
 
-__all__ = ["pickle_module_for", "uses_pickle_module", "map_devices", "map_in_place", "keep_identity_in_copies"]
+__all__ = ["pickle_module_for", "uses_pickle_module", "map_devices", "map_in_place", "keep_identity_in_copies",
+           "send_to_children_as_cuda"]
 
 _real_device = torch.device
 
@@ -131,6 +138,27 @@ def _walk(value, leaf, seen: set):
 
 def _same(value, memo=None):
     return value
+
+
+def _reduce_for_child(device):
+    """How multiprocessing writes a torch.device: one the application made from a CUDA name as CUDA's
+    (loaded by `_device` in the child), any other as itself."""
+    retarget = state.current()
+    ordinal = retarget.cuda_ordinal(device) if retarget is not None else False
+    if ordinal is False:
+        return device.__reduce__()
+    return _device, ("cuda",) if ordinal is None else ("cuda", ordinal)
+
+
+def send_to_children_as_cuda(on: bool) -> None:
+    """Register (`on=False`: take back) the multiprocessing reducer of torch.device."""
+    from multiprocessing.reduction import ForkingPickler
+
+    reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]
+    if on:
+        reducers.setdefault(_real_device, _reduce_for_child)
+    elif reducers.get(_real_device) is _reduce_for_child:
+        del reducers[_real_device]
 
 
 def keep_identity_in_copies(on: bool) -> None:
