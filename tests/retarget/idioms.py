@@ -58,6 +58,17 @@ IDIOMS = [
      "torch.accelerator.synchronize()\n"
      "result = (device.type, torch.accelerator.device_count(), torch.accelerator.current_device_index(), x.is_cuda)",
      "result = ('cuda', 1, 0, True)"),
+    # attribute reads not spelled `obj.attr`, and objects that answer is_cuda from their data
+    ("getattr_is_cuda_and_device_type",
+     "import torch\nx = torch.ones(2, device='cuda')\nd = torch.device('cuda')\n"
+     "result = (getattr(x, 'is_cuda', False), getattr(d, 'type'), getattr(object(), 'is_cuda', 'absent'))",
+     "result = (True, 'cuda', 'absent')"),
+    ("packed_sequence_is_cuda",
+     "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence\n"
+     "packed = pack_padded_sequence(torch.ones(3, 2, 4, device='cuda'), [3, 2])\n"
+     "h0 = torch.zeros(1, 2, 5)\nif packed.is_cuda:\n    h0 = h0.cuda()\n"
+     "output, _ = torch.nn.GRU(4, 5).to('cuda')(packed, h0)\nresult = (packed.is_cuda, output.data.shape)",
+     "import torch\nresult = (True, torch.Size([5, 5]))"),
     ("aliased_import_module_agrees",
      "from importlib import import_module as load\nresult = (load('torch').cuda.is_available(), "
      "load('torch.cuda').device_count() >= 1)",

@@ -325,11 +325,32 @@ def tensor_type(site: int, obj, *args, **kwargs):
 
 
 def is_cuda(site: int, obj):
-    """`x.is_cuda`: true when x lives on the target (what 'cuda' means here)."""
+    """`x.is_cuda`: true when x lives on the target (what 'cuda' means here). For other objects that
+    answer it from where their data lives (a PackedSequence, a storage), the same rule applies to
+    their `device`, or their `data` tensor's."""
     if isinstance(obj, _Tensor):
         _hit(site)
         return obj.device.type == _rt.type
-    return obj.is_cuda
+    value = obj.is_cuda
+    if value is False:
+        device = getattr(obj, "device", None)
+        if device is None and isinstance(getattr(obj, "data", None), _Tensor):
+            device = obj.data.device
+        if device.__class__ is _device_type and device.type == _rt.type:
+            _hit(site)
+            return True
+    return value
+
+
+def attribute_or(site: int, helper: str, obj, *default):
+    """`getattr(x, "is_cuda"[, default])` (a literal name the rewriter maps as `x.is_cuda`): the same
+    answer as the attribute read, or `default` where the attribute is missing."""
+    try:
+        return globals()[helper](site, obj)
+    except AttributeError:
+        if default:
+            return default[0]
+        raise
 
 
 def device_type(site: int, obj):

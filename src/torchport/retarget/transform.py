@@ -199,6 +199,12 @@ class _Rewriter(ast.NodeTransformer):
         name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
         if name in IMPORT_FUNCTIONS:
             return self._helper("facade", [node], node)
+        if (isinstance(function, ast.Name) and name == "getattr" and len(node.args) in (2, 3) and not node.keywords
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value in REWRITTEN_ATTRIBUTES):
+            # `getattr(x, "is_cuda", False)` reads what `x.is_cuda` reads
+            helper = REWRITTEN_ATTRIBUTES[node.args[1].value]
+            return self._helper_call("attribute_or", node, f"getattr(..., {node.args[1].value!r})",
+                                     [ast.Constant(helper), node.args[0], *node.args[2:]])
         rewritten = self._rewrite_call(node, function, name)
         if _names_torch(node.args):
             return self._helper("facade", [rewritten], node)
