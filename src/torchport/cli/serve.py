@@ -59,10 +59,12 @@ def _check_numbers(args) -> None:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port!r} is out of range. Allowed: 0 to 65535.")
+    seconds = f"seconds, at most {MAX_TIMEOUT_S:.0f}"
     checks = [
-        ("--timeout-s", args.timeout_s, 0 < args.timeout_s <= MAX_TIMEOUT_S, f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:.0f}, e.g. 2"),
-        ("--drain-timeout-s", args.drain_timeout_s, 0 < args.drain_timeout_s <= MAX_TIMEOUT_S, "a number of seconds > 0, e.g. 30"),
-        ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, "a number of seconds >= 0, e.g. 5"),
+        ("--timeout-s", args.timeout_s, 0 < args.timeout_s <= MAX_TIMEOUT_S, f"more than 0 {seconds}, e.g. 2"),
+        ("--drain-timeout-s", args.drain_timeout_s, 0 < args.drain_timeout_s <= MAX_TIMEOUT_S,
+         f"more than 0 {seconds}, e.g. 30"),
+        ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 5"),
         ("--batch-wait-ms", args.batch_wait_ms, 0 <= args.batch_wait_ms <= 1000, "0 to 1000 milliseconds, e.g. 2"),
         ("--max-body-bytes", args.max_body_bytes, args.max_body_bytes >= 1, "at least 1"),
         ("--max-queue", args.max_queue, args.max_queue >= 0, "0 or more"),
@@ -77,7 +79,7 @@ def _check_numbers(args) -> None:
             raise UsageError(f"{flag} {value!r} is out of range. Allowed: {allowed}.")
 
 
-def _load(slot, server, args, shadow: float, canary: float) -> None:
+def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
     """Build the deployment while the server already answers /healthz; on failure, stop the server."""
     from torchport.serve import Deployment
 
@@ -93,18 +95,19 @@ def _load(slot, server, args, shadow: float, canary: float) -> None:
         slot.fail(error)
         server.should_exit = True
         return
+    if server.should_exit:  # a signal came while the model loaded: nothing to serve
+        deployment.close()
+        return
     if deployment.warmup.get("primary", "ok") != "ok":
         reason = deployment.warmup["primary"].replace("--device", "--primary")  # a backend's hint names run's flag
         print(f"torchport: warning: the primary {deployment.primary.name!r} failed at start-up "
               f"({reason}); serving from the fallback until probes succeed.", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
-    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{args.bound_port} "
+    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{port} "
           f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
           f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr, flush=True)
     slot.fill(deployment)
-    if server.should_exit:  # a signal came while the model loaded
-        deployment.close()
 
 
 def run(args) -> int:
@@ -128,11 +131,11 @@ def run(args) -> int:
         print(f"torchport: warning: binding {args.host!r} exposes the model beyond this machine; "
               "put an authenticating proxy in front of it.", file=sys.stderr)
     listener = bind(args.host, args.port)  # before loading the model: a taken port fails fast
-    args.bound_port = listener.getsockname()[1]
     slot = Slot()
     app = create_app(slot, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
     server = make_server(slot, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s)
-    loader = threading.Thread(target=_load, args=(slot, server, args, shadow, canary), name="torchport-load", daemon=True)
+    loader = threading.Thread(target=_load, args=(slot, server, args, shadow, canary, listener.getsockname()[1]),
+                              name="torchport-load", daemon=True)
     loader.start()
     try:
         server.run(sockets=[listener])

@@ -188,7 +188,7 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     async def internal_error(request, error: Exception):
         return _error(500, "internal_error", f"{type(error).__name__}: {error}. The server logs hold the traceback.")
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/v1/predict", predict, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
@@ -197,6 +197,8 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
         ],
         exception_handlers={HTTPException: http_error, Exception: internal_error},
     )
+    app.state.torchport_slot = slot  # where make_server finds the requests to answer at a drain timeout
+    return app
 
 
 def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drain_timeout_s: float = 30.0,
@@ -207,7 +209,7 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
     and threads still computing."""
     import uvicorn
 
-    slot = deployment if isinstance(deployment, Slot) else Slot(deployment)
+    slot = deployment if isinstance(deployment, Slot) else app.state.torchport_slot
 
     class DrainingServer(uvicorn.Server):
         drain_started = False
