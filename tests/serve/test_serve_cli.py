@@ -114,15 +114,16 @@ def test_health_answers_while_the_model_loads():
         process.communicate(timeout=30)
 
 
-def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int]):
-    """Serve SlowModel, start a request it takes SLOW_S seconds to answer, send `signals` 0.3 s apart
-    while it runs; (response or connection error, exit status, stderr, seconds from the last signal to the exit)."""
+def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int], timeout_s: str = "10", wait_s: float = 0.5):
+    """Serve SlowModel, start a request it takes SLOW_S seconds to answer on each device, send `signals`
+    0.3 s apart from `wait_s` on; (response or connection error, exit status, stderr, seconds from the
+    last signal to the exit)."""
     port = free_port()
-    process = serve("make_slow_model", port, "--timeout-s", "10", "--drain-timeout-s", drain_timeout_s)
+    process = serve("make_slow_model", port, "--timeout-s", timeout_s, "--drain-timeout-s", drain_timeout_s)
     try:
         assert wait_ready(process, port)[0] == 200
         thread, results = ask_in_thread(port, {"inputs": [[SLOW_MARKER] * 8]})
-        time.sleep(0.5)  # the request is inside the model
+        time.sleep(wait_s)  # the request is inside the model
         for index, number in enumerate(signals):
             if index:
                 time.sleep(0.3)
@@ -138,10 +139,16 @@ def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int]):
 
 
 @pytest.mark.slow
-def test_a_request_still_running_at_the_drain_timeout_gets_a_json_503_and_the_server_exits_zero():
-    (status, headers, body), returncode, stderr, elapsed = signals_during_a_slow_request("0.5", [signal.SIGTERM])
+@pytest.mark.parametrize("device", ["primary", "fallback"])
+def test_a_request_still_running_at_the_drain_timeout_gets_a_json_503_and_the_server_exits_zero(device):
+    # "fallback": the primary times out after 1 s and the fallback, on a thread of its own pool, is
+    # inside the model when the signal comes
+    timing = {"timeout_s": "10", "wait_s": 0.5} if device == "primary" else {"timeout_s": "1", "wait_s": 1.5}
+    (status, headers, body), returncode, stderr, elapsed = signals_during_a_slow_request("0.5", [signal.SIGTERM],
+                                                                                         **timing)
     assert status == 503 and body["error"] == "draining" and "drain timeout (0.5 s)" in body["detail"]
-    assert headers["retry-after"] == "1" and elapsed < SLOW_S
+    # the exit waits for neither the primary's nor the fallback's thread still in the model (SLOW_S)
+    assert headers["retry-after"] == "1" and elapsed < SLOW_S - 1
     assert returncode == 0 and "Traceback" not in stderr, stderr
 
 

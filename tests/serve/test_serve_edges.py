@@ -467,3 +467,110 @@ def test_nan_in_a_python_number_of_the_outputs_fails_over_as_nonfinite():
         answer = deployment.predict({"inputs": sample(1)})
         assert (answer.role, answer.failover) == ("fallback", "nonfinite")
         assert math.isfinite(answer.body["outputs"]["confidence"])
+
+
+class Float64OnNeuron(torch.nn.Module):
+    """Computes in float64; on the primary (neuron's profile: float64 as float32) rounded to float32."""
+
+    def forward(self, inputs):
+        outputs = inputs.double() * math.pi + 1 / 3
+        return outputs.float().double() if inputs.device.type != "cpu" else outputs
+
+
+def test_shadow_judges_a_float64_output_the_profile_computes_as_float32_at_float32_limits():
+    with Deployment(Float64OnNeuron, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for index in range(4):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.comparisons == 4 and deployment.shadow_monitor.mismatches == 0
+
+
+class ScalesInPlace(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        return self.model(inputs.mul_(2))  # as `x.div_(255)` in an image model's forward
+
+
+def test_a_model_that_edits_its_input_in_place_leaves_the_request_as_it_came_for_the_other_device():
+    with Deployment(ScalesInPlace, primary=PRIMARY, fallback="cpu", canary=0.0, shadow=1.0) as deployment:
+        for index in range(3):
+            answer = deployment.predict({"inputs": sample(index)})
+            expected = make_linear()(torch.tensor(sample(index)) * 2)
+            assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
+        deployment.flush()
+        assert deployment.shadow_monitor.comparisons == 3 and deployment.shadow_monitor.mismatches == 0
+
+
+class LabelOffOnPrimary(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        logits = self.model(inputs)
+        label = int(logits.argmax()) + (1 if inputs.device.type != "cpu" else 0)
+        return {"logits": logits, "label": label, "name": "class"}
+
+
+def test_shadow_compares_python_values_beside_the_tensors():
+    with Deployment(LabelOffOnPrimary, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for index in range(3):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 3
+        assert "value ['label']" in deployment.shadow_monitor.last.reasons[0]
+
+
+class NanOnTheFallbackForNegatives(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        outputs = self.model(inputs)
+        if inputs.device.type == "cpu" and float(inputs.reshape(-1)[0]) < 0:
+            return outputs * float("nan")
+        return outputs
+
+
+def test_shadow_skips_an_input_the_fallback_answers_with_nan_as_it_skips_one_it_raises_on():
+    with Deployment(NanOnTheFallbackForNegatives, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        for _ in range(3):
+            deployment.predict({"inputs": [[-1.0] + [0.5] * (FEATURES - 1)]})
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 0
+        assert metric(deployment, 'torchport_serve_shadow_skipped_total{reason="failed"}') == 3
+
+
+class KeepsPositiveRows(torch.nn.Module):
+    """Returns only the rows whose first value is positive: how many depends on the values."""
+
+    def forward(self, inputs):
+        return inputs[inputs[:, 0] > 0] * 2
+
+
+def test_a_joined_answer_whose_rows_depend_on_the_values_is_answered_request_by_request():
+    example = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with Deployment(lambda: {"model": KeepsPositiveRows(), "example": example}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=2, batch_wait_s=0.5) as deployment:
+        results = batch_of_requests(deployment, [[[1.0, 1.0]], [[-1.0, 1.0]]])
+        assert deployment.batcher.batches == 1
+        assert results[0].body["outputs"] == [[2.0, 2.0]] and results[1].body["outputs"] == []
+
+
+class BatchMean(torch.nn.Module):
+    def forward(self, inputs):
+        return {"scores": inputs * 2, "mean": inputs.mean(0)}
+
+
+@pytest.mark.parametrize("factory, options, fragment", [
+    (lambda: {"model": BatchMean(), "example": torch.randn(3, 4)}, {}, r"\['mean'\] changed"),
+    (lambda: {"model": make_linear(), "example": torch.randn(1, FEATURES)}, {}, "2 or more rows"),
+    (lambda: {"model": make_linear(), "example": EXAMPLE}, {"max_concurrency": 2}, "could never fill"),
+])
+def test_micro_batching_is_refused_where_it_would_mix_clients_or_never_fill(factory, options, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        Deployment(factory, primary=PRIMARY, fallback="cpu", batch_max_size=4, **options)

@@ -113,6 +113,7 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
 def run(args) -> int:
     """Listen at once (/healthz answers while the model loads), build the deployment, serve until a
     signal drains it."""
+    import os
     import threading
 
     from torchport.serve.server import Slot, bind, create_app, make_server, require_server_stack
@@ -146,5 +147,10 @@ def run(args) -> int:
     if slot.deployment is None:  # stopped while the model loaded
         print("torchport: stopped before the model finished loading.", file=sys.stderr)
         return 0
-    slot.deployment.close()
+    slot.deployment.close(drain_s=0)  # the server drained it, up to --drain-timeout-s
+    if slot.abandoned:  # answered 503 at the drain timeout, still computing: the exit does not wait for them
+        print(f"torchport: {slot.abandoned} request(s) answered 503 at the drain timeout were still being "
+              "computed; exiting without them.", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)
     return 0

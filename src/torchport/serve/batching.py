@@ -6,9 +6,12 @@ its first request waits at most `max_wait_s` for others. The batch fails over as
 request in it is answered by the device that answered the batch. When the model rejects the batch
 (`ModelRejectedInput`: it raises, or gives NaN, on the fallback too), one request's bad rows must not
 fail the others: each request of the batch is then run on its own and gets its own answer or error.
-The outputs that follow the batch (the output contract found them by running the factory's example
-doubled) are split along dimension 0; the others (a summary, a prior) go whole to every request.
-Only inputs of rank 2 or more are joined: a 1-D input has no row dimension.
+The outputs that follow the batch (found from the factory's example) are split along dimension 0;
+the others go whole to every request, which is right only for outputs that do not depend on the
+other rows (a prior, a constant): the deployment refuses batching for a model whose example shows
+otherwise (a batch mean would mix clients' answers). A joined answer whose rows depend on the
+values (a filter) cannot be split: each request is then run on its own. Only inputs of rank 2 or
+more are joined: a 1-D input has no row dimension.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import dataclasses
 import threading
 from typing import Any, Callable
 
-from torchport.serve.errors import ModelRejectedInput, ServeError
+from torchport.serve.errors import ModelRejectedInput
 
 __all__ = ["MicroBatcher"]
 
@@ -90,7 +93,12 @@ class MicroBatcher:
             self.requests += len(batch.tensors)
         try:
             joined = batch.tensors[0] if len(batch.tensors) == 1 else torch.cat(batch.tensors)
-            batch.answer = self._run(joined)
+            answer = self._run(joined)
+            if len(batch.tensors) > 1 and not self._splits(answer.outputs, batch.rows):
+                # rows that depend on the values (a nonzero, a filter): the joined answer cannot be split
+                batch.own = [self._own(tensor) for tensor in batch.tensors]
+            else:
+                batch.answer = answer
         except ModelRejectedInput as error:
             if len(batch.tensors) == 1:
                 batch.error = error
@@ -107,17 +115,19 @@ class MicroBatcher:
         except Exception as error:
             return None, error
 
+    def _splits(self, outputs: Any, rows: int) -> bool:
+        """Whether every output that follows the batch has one row per joined row."""
+        from torchport.compare.tree import flatten_tensors
+
+        return all(tensor.dim() >= 1 and tensor.shape[0] == rows
+                   for path, tensor in flatten_tensors(outputs) if path in self.batched)
+
     def _slice(self, batch: _Batch, start: int, stop: int):
-        from torchport.compare.tree import flatten_tensors, map_tensors_with_paths
+        from torchport.compare.tree import map_tensors_with_paths
 
         answer = batch.answer
         if len(batch.tensors) == 1:
             return answer
-        for path, tensor in flatten_tensors(answer.outputs):
-            if path in self.batched and (tensor.dim() == 0 or tensor.shape[0] != batch.rows):
-                raise ServeError(f"Output {path or 'tensor'} followed the batch for the factory's example but has "
-                                 f"shape {list(tensor.shape)} for a batch of {batch.rows} rows. Turn batching off "
-                                 "(batch_max_size=1) for this model.")
 
         def part(path: str, tensor):
             return tensor[start:stop] if path in self.batched else tensor

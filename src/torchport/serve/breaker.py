@@ -46,17 +46,16 @@ class CircuitBreaker:
         self.history: list[tuple[str, float]] = []
 
     def _move(self, state: str) -> None:
+        """Change state (under the lock); the listener hears each transition once, in order."""
         self.state = state
+        if self._on_change is not None:
+            self._on_change(state)
         self.history.append((state, self._clock()))
         if state == OPEN:
             self.opened_at = self._clock()
         if state != HALF_OPEN:
             self.probe_successes = 0
         self.consecutive_failures = 0
-
-    def _notify(self, before: str) -> None:
-        if self.state != before and self._on_change is not None:
-            self._on_change(self.state)
 
     def allows_primary(self) -> bool:
         """Whether live traffic may go to the primary now."""
@@ -65,7 +64,6 @@ class CircuitBreaker:
     def try_start_probe(self) -> bool:
         """True (and half-open) when a probe of the primary should start now; only one runs at a time."""
         with self._lock:
-            before = self.state
             if self.state == CLOSED or self._probe_in_flight:
                 return False
             if self.state == OPEN and self._clock() - self.opened_at < self.reset_after_s:
@@ -73,23 +71,19 @@ class CircuitBreaker:
             if self.state == OPEN:
                 self._move(HALF_OPEN)
             self._probe_in_flight = True
-        self._notify(before)
         return True
 
     def force_open(self) -> None:
         """Open now (the primary failed before serving, e.g. on the warm-up example)."""
         with self._lock:
-            before = self.state
             if self.state != OPEN:
                 self._move(OPEN)
-        self._notify(before)
 
     def record_success(self, probe: bool = False) -> None:
         """A primary call (a live request, or a probe when `probe`) succeeded."""
         if not probe and self.state == CLOSED and self.consecutive_failures == 0:
             return  # nothing to change (the common case, kept off the lock)
         with self._lock:
-            before = self.state
             if probe:
                 self._probe_in_flight = False
                 if self.state == HALF_OPEN:
@@ -98,7 +92,6 @@ class CircuitBreaker:
                         self._move(CLOSED)
             elif self.state == CLOSED:
                 self.consecutive_failures = 0
-        self._notify(before)
 
     def probe_inconclusive(self) -> None:
         """The probe's input was bad (the fallback rejects it too): the probe counts neither way and the
@@ -109,7 +102,6 @@ class CircuitBreaker:
     def record_failure(self, probe: bool = False) -> None:
         """A primary call failed; opens the breaker at the threshold, or again after a failed probe."""
         with self._lock:
-            before = self.state
             if probe:
                 self._probe_in_flight = False
                 if self.state == HALF_OPEN:
@@ -118,4 +110,3 @@ class CircuitBreaker:
                 self.consecutive_failures += 1
                 if self.consecutive_failures >= self.failure_threshold:
                     self._move(OPEN)
-        self._notify(before)

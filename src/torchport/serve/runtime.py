@@ -194,6 +194,29 @@ def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> froz
                      and tuple(twice[path].shape) == (2 * batch, *tensor.shape[1:]))
 
 
+def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str]) -> list[str]:
+    """The outputs that do not follow the batch but change with the other rows in it (a batch mean, a
+    row count): `run` (the fallback) on the example's first row alone against the whole example.
+    Micro-batching would give such an output, computed over other clients' rows, to every request."""
+    import torch
+
+    from torchport.compare.tree import flatten_tensors, map_tensors
+
+    alone = dict(flatten_tensors(run(map_tensors(lambda tensor: tensor[:1], example))))
+    whole = dict(flatten_tensors(run(example)))
+    mixed = []
+    for path, tensor in whole.items():
+        if path in batched:
+            continue
+        single = alone.get(path)
+        same = single is not None and single.shape == tensor.shape and (
+            torch.allclose(single.double(), tensor.double(), rtol=1e-5, atol=1e-6)
+            if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
+        if not same:
+            mixed.append(path or "tensor")
+    return mixed
+
+
 #: How many input layouts (paths, dtypes, ranks) the contract learns beyond the example's.
 CONFIRMED_LAYOUTS = 64
 
@@ -351,17 +374,26 @@ class Replica:
         return self._model
 
     def run(self, inputs: Any) -> Any:
-        """The model's outputs for `inputs` (host tensors in, host tensors out)."""
+        """The model's outputs for `inputs` (host tensors in, host tensors out). The model gets its own
+        copy of the inputs, as a device replica does by the move: one that edits its input in place
+        (`x.div_(255)`) leaves the request's tensors as they came for the other device (a failover, a
+        shadow comparison, a probe)."""
         import torch
 
         model = self.model()
         with torch.inference_mode():
             if self.device.type == "cpu" and isinstance(inputs, torch.Tensor) and inputs.device.type == "cpu":
-                outputs = call_model(model, inputs)  # host to host: nothing to move
+                outputs = call_model(model, inputs.clone())  # host to host: a copy, nothing to move
                 if isinstance(outputs, torch.Tensor) and outputs.device.type == "cpu":
                     return outputs
                 return to_device(outputs, "cpu")
-            return to_device(call_model(model, to_device(inputs, self.device)), "cpu")
+            if self.device.type == "cpu":
+                from torchport.compare.tree import map_tensors
+
+                moved = map_tensors(lambda tensor: tensor.to("cpu", copy=True), inputs)
+            else:
+                moved = to_device(inputs, self.device)
+            return to_device(call_model(model, moved), "cpu")
 
 
 def _share(name: str, value: float) -> float:
@@ -523,12 +555,32 @@ class Deployment:
                                  "answered by the fallback, to learn which outputs follow the batch "
                                  f"({self._contract_status()}). Return {{'model': ..., 'example': inputs}} from the "
                                  "factory, or turn batching off.")
-            if not self.contract.batched:
-                raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs an 'example' with a batch "
-                                 "(rows along dimension 0, 2 or more of them) whose outputs follow it; none of the "
-                                 "fallback's outputs grew when the example was run doubled. Give a batched example, "
-                                 "or turn batching off.")
+            self._check_batching(batch_max_size, max_concurrency)
             self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s, self.contract.batched)
+
+    def _check_batching(self, batch_max_size: int, max_concurrency: int) -> None:
+        """Micro-batching is safe for this model: the example has 2 or more rows, some outputs follow the
+        batch, and none of the others depends on the other rows; and batches can fill."""
+        example = self.spec.example(1) if callable(self.spec.example) else self.spec.example
+        why = None
+        if (_batch(example) or 0) < 2:
+            why = "an 'example' with 2 or more rows along dimension 0 (the factory's has fewer)"
+        elif not self.contract.batched:
+            why = "an 'example' whose outputs follow its batch (none of the fallback's outputs grew with it)"
+        else:
+            replica = self.fallback if self.contract_source == FALLBACK else self.primary
+            mixed = rows_mixed(replica.run, example, self.contract.batched)
+            if mixed:
+                why = (f"outputs that do not depend on the other rows of a batch: {', '.join(mixed)} changed when the "
+                       "example's first row ran alone (joined, a request would get it computed over other clients' "
+                       "rows)")
+        if why is not None:
+            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs {why}. Fix the example, or "
+                             "turn batching off (batch_max_size=1).")
+        if batch_max_size > max_concurrency:
+            raise UsageError(f"batch_max_size={batch_max_size} is more than max_concurrency={max_concurrency}: a batch "
+                             "joins only requests running at once, so it could never fill. Raise max_concurrency "
+                             f"(--max-concurrency) to at least {batch_max_size}.")
 
     def _load_primary(self) -> str | None:
         try:
@@ -1005,6 +1057,10 @@ class Deployment:
             if postprocess:
                 try:
                     _, rejected = self._judge_postprocess(outputs, inputs)
+                except ModelRejectedInput:  # the fallback rejects the input: the probe proves nothing
+                    self.breaker.probe_inconclusive()
+                    self.metrics.probe(None)
+                    return
                 except ServeError:  # the postprocess or the fallback is at fault, not the primary
                     rejected = None
                 if rejected is not None:
@@ -1051,6 +1107,9 @@ class Deployment:
         except (Exception, SystemExit):  # the fallback failed: nothing to compare against
             self.metrics.shadow_skipped("failed")
             return
+        if answer.role == PRIMARY and not all_finite(reference):  # the input is at fault, as for a request
+            self.metrics.shadow_skipped("failed")
+            return
         result = self.shadow_monitor.observe(reference, target)
         self.metrics.shadow(result, self.shadow_monitor.alarm)
 
@@ -1065,10 +1124,11 @@ class Deployment:
             self.draining = True
             return self._state.wait_for(lambda: self._in_flight == 0, timeout_s)
 
-    def close(self) -> None:
-        """Drain briefly, then stop the worker pools (abandoned calls are left to finish on their own;
+    def close(self, drain_s: float | None = None) -> None:
+        """Drain (for `drain_s`, by default the primary's timeout or 5 s; 0 when the caller has drained
+        already), then stop the worker pools (abandoned calls are left to finish on their own;
         requests still in flight are answered, from the fallback once no primary worker takes them)."""
-        self.drain(timeout_s=self.timeout_s or 5.0)
+        self.drain(timeout_s=(self.timeout_s or 5.0) if drain_s is None else drain_s)
         self._primary_workers.close()
         self._background.pool.shutdown(wait=False, cancel_futures=True)
         with self._state:

@@ -61,6 +61,8 @@ class Slot:
         self.error: BaseException | None = None
         #: Set by the app: answers every request still waiting with 503 (the drain timed out).
         self.abandon_waiting = None
+        #: How many requests were answered 503 at the drain timeout while a device still computed them.
+        self.abandoned = 0
 
     def fill(self, deployment) -> None:
         self.deployment = deployment
@@ -95,6 +97,7 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     def abandon_waiting(reason: str) -> None:
         """On the loop: answer every request still waiting with 503 Draining (`reason`)."""
         abandoned["reason"] = reason
+        slot.abandoned += len(waiting)
         for future in list(waiting):
             future.cancel()
 

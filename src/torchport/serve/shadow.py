@@ -33,11 +33,15 @@ def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresh
     """Judge `target` (primary) against `reference` (fallback); both on the host, any nesting of tensors.
     `downcasts` ({'float64': 'float32'}: the primary profile's narrower types) are not dtype mismatches.
     Integer and boolean outputs (token ids, labels, masks) must be equal: a tolerance scaled by their
-    magnitude would let id 10753 pass for 10752."""
+    magnitude would let id 10753 pass for 10752. A float computed in the profile's narrower type is
+    judged at that type's limits (float64 computed as float32 at float32's). Python values beside the
+    tensors (a label from `.item()`, a string) are compared too: numbers as float32 would be, the
+    rest equal."""
     from torchport.compare.tree import flatten
 
     import torch
 
+    downcasts = downcasts or {}
     expected_flat, actual_flat = flatten(reference), flatten(target)
     expected_paths = [path for path, _ in expected_flat.tensors]
     actual_paths = [path for path, _ in actual_flat.tensors]
@@ -47,16 +51,42 @@ def compare_outputs(reference: Any, target: Any, thresholds: Mapping[str, Thresh
     measured = []
     for (path, expected), (_, actual) in zip(expected_flat.tensors, actual_flat.tensors):
         reference_dtype = str(expected.dtype).removeprefix("torch.")
-        metrics = tensor_metrics(expected, actual, dtype_allowed=(downcasts or {}).get(reference_dtype))
-        _, limits = threshold_for([metrics.dtype_reference, metrics.dtype_target], thresholds)
+        metrics = tensor_metrics(expected, actual, dtype_allowed=downcasts.get(reference_dtype))
+        _, limits = threshold_for([metrics.dtype_reference, metrics.dtype_target,
+                                   downcasts.get(reference_dtype, reference_dtype)], thresholds)
         found = judge(metrics, limits)
         if not found and _exact(expected) and expected.shape == actual.shape and not torch.equal(expected, actual.to(expected.dtype)):
             differing = int((expected != actual.to(expected.dtype)).sum())
             found = [f"{differing} of {expected.numel()} {reference_dtype} elements differ (integer outputs must be equal)"]
         reasons += [f"output {path or 'tensor'}: {reason}" for reason in found]
         measured.append(metrics)
+    reasons += _python_values_differ(reference, target, threshold_for(["float32"], thresholds)[1])
     summary = worst(measured) if measured else {}
     return ShadowResult(not reasons, reasons, summary.get("cosine"), summary.get("max_abs"))
+
+
+def _python_values_differ(reference: Any, target: Any, limits: Thresholds) -> list[str]:
+    """What differs among the values that are not tensors (same paths and types, checked before)."""
+    import numbers
+
+    import torch
+
+    from torchport.compare.tree import _leaves_with_paths
+
+    if isinstance(reference, torch.Tensor):
+        return []
+    reasons = []
+    pairs = zip(_leaves_with_paths(reference), _leaves_with_paths(target))
+    for (path, expected), (_, actual) in pairs:
+        if isinstance(expected, torch.Tensor) or expected is None:
+            continue
+        if isinstance(expected, numbers.Real) and not isinstance(expected, (bool, numbers.Integral)):
+            allowed = limits.max_abs * max(1.0, abs(float(expected)))
+            if not abs(float(actual) - float(expected)) <= allowed:
+                reasons.append(f"value {path}: {actual!r} vs {expected!r} (allowed {allowed:.3g})")
+        elif actual != expected:
+            reasons.append(f"value {path}: {actual!r} vs {expected!r}")
+    return reasons
 
 
 def _exact(tensor) -> bool:
