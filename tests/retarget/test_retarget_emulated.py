@@ -323,6 +323,31 @@ def test_fp16_training_skips_an_overflowing_step_on_a_target_without_scaler_kern
     assert retargeted == expected
 
 
+def test_a_scaler_turned_off_by_the_policy_answers_the_inf_checks_code_reaches_into(program):
+    # "skip the step together across ranks": all_reduce of the scaler's per-device inf flags after
+    # unscale_ (modded-nanogpt-style trainers); under --precision auto fp16 became bf16 and torchport
+    # turned the scaler off, so it answers what an enabled one does after a clean step
+    source = """
+    import torch
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.cuda.amp.autocast():
+        loss = model(torch.randn(2, 4, device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    found = scaler._found_inf_per_device(opt)
+    print("skipped=" + str(sum(v.item() for v in found.values())))
+    print("devices=" + ",".join(sorted(str(d.type) for d in found)))
+    scaler.step(opt)
+    scaler.update()
+    print("enabled=" + str(scaler.is_enabled()))
+    """
+    result = program(source, "--device", "neuron-emulated", "--precision", "auto")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"skipped": "0.0", "devices": "cuda", "enabled": "False"}
+
+
 def test_cuda_memory_stats_keys_read_the_emulated_allocator(program):
     # a logger reading CUDA's allocator statistics by name sees the device's own bytes
     source = """

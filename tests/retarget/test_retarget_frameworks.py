@@ -155,6 +155,13 @@ def test_nothing_is_set_for_libraries_that_are_not_installed():
     ("cpu", "keep", {"fp16": True, "use_cpu": False}, {"fp16": True, "use_cpu": False}),
     ("neuron-emulated", "bf16", {"fp16": True}, {"fp16": True}),  # transformers would refuse bf16 there
     ("neuron-emulated", "keep", {"fp16": True}, {"fp16": True}),
+    # the evaluation's half type follows the training's; TF32 is NVIDIA's; compile with the target's compiler
+    ("cpu", "bf16", {"fp16": True, "fp16_full_eval": True},
+     {"fp16": False, "bf16": True, "bf16_full_eval": True, "use_cpu": True}),
+    ("cpu", "fp32", {"fp16": True, "fp16_full_eval": True}, {"fp16": False, "bf16": False, "use_cpu": True}),
+    ("cpu", "keep", {"bf16": True, "tf32": True}, {"bf16": True, "tf32": None, "use_cpu": True}),
+    ("neuron-emulated", "keep", {"torch_compile": True, "torch_compile_mode": "max-autotune"},
+     {"torch_compile": True, "torch_compile_backend": "aot_eager"}),
 ])
 def test_training_arguments_precision_follows_the_policy_where_it_leaves_the_application(device, precision, given,
                                                                                          expected):

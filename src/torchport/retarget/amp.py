@@ -187,6 +187,16 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
                                   self._growth_factor, self._backoff_factor, self._growth_interval)
         self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
 
+    def _found_inf_per_device(self, optimizer):
+        """Turned off by torchport: what an enabled scaler reports after a step without inf or NaN (a
+        0.0 per device of the optimizer's gradients), for code that reaches into it to skip a step
+        together across ranks (`all_reduce` of these) or to log skipped steps."""
+        if getattr(self, "_torchport_kept", None) is None:
+            return super()._found_inf_per_device(optimizer)
+        devices = {param.device for group in optimizer.param_groups for param in group["params"]
+                   if param.grad is not None} or {state.current().device()}
+        return {device: torch.zeros((), dtype=torch.float32, device=device) for device in devices}
+
     def state_dict(self) -> dict[str, Any]:
         kept = getattr(self, "_torchport_kept", None)
         return dict(kept) if kept is not None else super().state_dict()

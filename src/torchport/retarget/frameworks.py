@@ -158,7 +158,7 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
     """Keywords a framework reads to choose the device or precision, where they leave the application."""
     if "accelerator" in kwargs and _is_lightning(function):
         lightning_keywords(kwargs, site, function)
-    if ("fp16" in kwargs or "bf16" in kwargs) and _is_training_arguments(function):
+    if any(name in kwargs for name in _TRAINING_ARGUMENTS_STEERED) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
     if "mixed_precision" in kwargs and _is_accelerator(function):
         accelerator_keywords(kwargs, site)
@@ -252,14 +252,22 @@ def _is_training_arguments(function) -> bool:
     )
 
 
+#: TrainingArguments keywords written for a GPU that the target changes.
+_TRAINING_ARGUMENTS_STEERED = ("fp16", "bf16", "tf32", "torch_compile")
+
+
 def training_arguments_keywords(kwargs: dict, site: int) -> None:
     """`TrainingArguments(fp16=True)` / `(bf16=True)` written for CUDA, under the precision policy.
 
     fp16 becomes what `--precision` makes of CUDA's fp16 autocast (bf16 where the target prefers it
-    under `auto`, off under `fp32`), as for the application's own autocast; on the CPU `use_cpu=True`
-    (transformers' own setting; without it a bf16 run stops with "Your setup doesn't support bf16/gpu").
-    transformers checks bf16 only on devices it knows, so on an emulated target fp16 is kept.
+    under `auto`, off under `fp32`), as for the application's own autocast, and `fp16_full_eval`
+    follows it; on the CPU `use_cpu=True` (transformers' own setting; without it a bf16 run stops with
+    "Your setup doesn't support bf16/gpu"). transformers checks bf16 only on devices it knows, so on
+    an emulated target fp16 is kept. `tf32=True` (transformers refuses it off an Ampere GPU) is
+    NVIDIA's matmul mode, a no-op elsewhere as the application's own TF32 flags are;
+    `torch_compile=True` compiles with the target's compiler, as the application's torch.compile does.
     """
+    _steer_tf32_and_compile(kwargs, site)
     import torch
 
     from torchport.retarget import amp, runtime, state
@@ -285,9 +293,14 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         elif wanted != requested:
             kwargs["fp16"] = wanted == "fp16"
             kwargs["bf16"] = wanted == "bf16"
+            note = ""
+            if kwargs.pop(f"{requested}_full_eval", False):  # evaluation in the same half type as training
+                if wanted is not None:
+                    kwargs[f"{wanted}_full_eval"] = True
+                note = f"; {requested}_full_eval=True -> {f'{wanted}_full_eval=True' if wanted else 'fp32 evaluation'}"
             runtime.HITS[site] += 1
             retarget.decide(topic, f"{wanted or 'fp32'} on {retarget.backend.name} "
-                                   f"({'no mixed precision' if wanted is None else wanted + '=True'})")
+                                   f"({'no mixed precision' if wanted is None else wanted + '=True'}){note}")
         elif wanted == "fp16" and retarget.type == "cpu":
             retarget.decide(topic, _FP16_ON_CPU.format(who="the Trainer's Accelerate"))
         else:
@@ -295,6 +308,27 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     if retarget.type == "cpu" and "use_cpu" not in kwargs:
         kwargs["use_cpu"] = True
         runtime.HITS[site] += 1
+
+
+def _steer_tf32_and_compile(kwargs: dict, site: int) -> None:
+    from torchport.retarget import runtime, state
+
+    retarget = state.current()
+    if kwargs.get("tf32") and retarget.type != "cuda":
+        kwargs["tf32"] = None  # transformers' default: it leaves torch's matmul settings alone
+        runtime.HITS[site] += 1
+        retarget.decide("transformers TrainingArguments tf32=True",
+                        f"no-op on {retarget.backend.name}: TF32 is NVIDIA's matmul mode (transformers refuses it "
+                        "off an Ampere GPU)", kind="adapted")
+    if kwargs.get("torch_compile") and kwargs.get("torch_compile_backend") in (None, "inductor"):
+        chosen = retarget.backend.compile_backend()
+        if chosen != "inductor":
+            kwargs["torch_compile_backend"] = chosen
+            kwargs.pop("torch_compile_mode", None)  # inductor's
+            runtime.HITS[site] += 1
+            retarget.decide("transformers TrainingArguments torch_compile=True",
+                            f"compiled with backend {chosen!r} (the {retarget.backend.name} target's compiler) "
+                            "instead of inductor", kind="adapted")
 
 
 def _is_accelerator(function) -> bool:
