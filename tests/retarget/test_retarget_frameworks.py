@@ -520,3 +520,35 @@ def test_fsdp2_over_a_cuda_device_mesh_under_torchrun(tmp_path):
     assert results["cpu"] == results["hand"]
     assert results["emulated"].returncode != 0
     assert "Rehearse FSDP with --device cpu" in results["emulated"].stderr
+
+
+PIPELINE = """
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, BertConfig, BertForSequenceClassification, pipeline
+vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "world": 5}
+tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+tok = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                              sep_token="[SEP]")
+config = BertConfig(vocab_size=6, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+model = BertForSequenceClassification(config).cuda().eval()
+classify = pipeline("text-classification", model=model, tokenizer=tok)  # no device: cuda:0 on a GPU machine
+label = classify("hello world")[0]["label"]
+batch = tok(["hello world"], return_tensors="pt").to("cuda")
+with torch.no_grad():
+    logits = model(**batch).logits  # the application's own call after the pipeline's
+print("model_is_cuda=" + str(next(model.parameters()).is_cuda))
+print("label=" + label)
+print("logits=" + str(tuple(logits.shape)))
+"""
+
+
+@pytest.mark.skipif(not _installed("transformers", "tokenizers"), reason="needs transformers")
+def test_a_pipeline_given_no_device_runs_on_the_target_and_leaves_the_model_there(program):
+    # transformers sees no CUDA: it would pick the CPU and move the application's model there in place
+    result = program(PIPELINE, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = result.values()
+    assert (values["model_is_cuda"], values["logits"]) == ("True", "(1, 2)")
+    assert values["label"] in ("LABEL_0", "LABEL_1")

@@ -176,6 +176,9 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
     retarget = state.current()
     if retarget is None:
         return
+    if _is_transformers_pipeline(function):
+        _pipeline_device(retarget, kwargs, site)
+        return
     if _is_accelerator(function) or _is_transformers_trainer(function):
         _refuse_undistributed(retarget, function, site)
     if _is_accelerator(function):
@@ -194,6 +197,25 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
     if "accelerator" in kwargs or os.environ.get(_lightning_environment(function)[0]) is not None:
         return
     lightning_keywords(kwargs, site, function, default="auto")
+
+
+def _is_transformers_pipeline(function) -> bool:
+    return getattr(function, "__name__", None) == "pipeline" and \
+        str(getattr(function, "__module__", "")).startswith("transformers")
+
+
+def _pipeline_device(retarget, kwargs: dict, site: int) -> None:
+    """transformers' `pipeline()` without a device runs on cuda:0 on a GPU machine (and moves the model
+    there); transformers sees no CUDA here, so it is given the target, where it has a device."""
+    from torchport.retarget import runtime
+
+    if not retarget.accelerator or kwargs.get("device") is not None or kwargs.get("device_map") is not None:
+        return
+    kwargs["device"] = retarget.device(0)
+    runtime.HITS[site] += 1
+    retarget.decide("device of transformers pipeline()", f"{retarget.backend.name}, as cuda:0 on a GPU machine "
+                                                          "(a pipeline given no device)", kind="device",
+                    modules=("transformers",))
 
 
 def _refuse_undistributed(retarget, function, site: int) -> None:
