@@ -119,6 +119,8 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     group = dist.new_group([0], backend="nccl")
     print("group_backend=" + dist.get_backend(group))
     print("gloo_group=" + dist.get_backend(dist.new_group([0], backend="gloo")))
+    # a per-device backend string (torchtitan, DCP scripts): read back as written, NCCL for CUDA in it
+    print("per_device=" + dist.get_backend(dist.new_group([0], backend="cpu:gloo,cuda:nccl")))
     model = torch.nn.Linear(3, 3).to(0)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], output_device=0)
     torch.save(model.state_dict(), "ck.pt")
@@ -133,6 +135,7 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     assert result.returncode == 0, result.stderr
     values = result.values()
     assert values["backend"] == "nccl,nccl" and values["group_backend"] == "nccl" and values["gloo_group"] == "gloo"
+    assert values["per_device"] == "cpu:gloo,cuda:nccl"
     assert values["loaded"] == "ok"
 
 

@@ -85,20 +85,23 @@ def new_group(*args, **kwargs):
 
 
 def _remember(group, asked, mapped) -> None:
-    if isinstance(asked, str) and asked.lower() == "nccl" and mapped != asked:
-        _asked_nccl[id(group) if group is not None else None] = (group, mapped)
+    """Keep what the application asked for a group it made with NCCL ('nccl', or NCCL for CUDA in a
+    per-device string such as 'cpu:gloo,cuda:nccl'), for `get_backend` to answer."""
+    if isinstance(asked, str) and "nccl" in asked.lower() and mapped != asked:
+        _asked_nccl[id(group) if group is not None else None] = (group, mapped, asked)
     else:
         _asked_nccl.pop(id(group) if group is not None else None, None)
 
 
 def get_backend(group=None):
-    """`dist.get_backend()`: 'nccl' for a group the application created with NCCL (served by the
-    target's backend), as on a GPU machine; torch's answer otherwise."""
+    """`dist.get_backend()`: for a group the application created with NCCL (served by the target's
+    backend) what a GPU machine answers, 'nccl' or its per-device string ('cpu:gloo,cuda:nccl');
+    torch's answer otherwise."""
     real = _real_get_backend(group)
     key = None if group is None or group is dist.GroupMember.WORLD else id(group)
     found = _asked_nccl.get(key)
     if found is not None and (key is None or found[0] is group) and str(real) == str(found[1]):
-        return "nccl"
+        return "nccl" if found[2].lower() == "nccl" else found[2]
     return real
 
 
