@@ -69,6 +69,16 @@ IDIOMS = [
      "h0 = torch.zeros(1, 2, 5)\nif packed.is_cuda:\n    h0 = h0.cuda()\n"
      "output, _ = torch.nn.GRU(4, 5).to('cuda')(packed, h0)\nresult = (packed.is_cuda, output.data.shape)",
      "import torch\nresult = (True, torch.Size([5, 5]))"),
+    # a module class of the application that overrides cuda() (to move more than its parameters)
+    ("module_cuda_override_runs",
+     "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.linear = torch.nn.Linear(2, 2)\n        self.table = torch.zeros(2)\n        self.moved = False\n"
+     "    def cuda(self, device=None):\n        self.table = self.table.cuda(device)\n        self.moved = True\n"
+     "        return super().cuda(device)\nmodel = Model().cuda()\n"
+     "unbound = torch.nn.Module.cuda(torch.nn.Linear(2, 2), 0)\n"
+     "result = (model.moved, model.table.is_cuda, next(model.parameters()).is_cuda, next(unbound.parameters()).is_cuda, "
+     "torch.Tensor.cuda(torch.ones(1)).is_cuda)",
+     "result = (True, True, True, True, True)"),
     ("aliased_import_module_agrees",
      "from importlib import import_module as load\nresult = (load('torch').cuda.is_available(), "
      "load('torch.cuda').device_count() >= 1)",

@@ -106,6 +106,7 @@ from subprocess import check_output as output
 import subprocess as sp
 done = subprocess.run([sys.executable, "child.py", "a"], capture_output=True, text=True)
 print("run=" + done.stdout.strip() + "," + str(done.returncode))
+print("child_stderr=" + repr(done.stderr))  # the child's streams carry what it printed, nothing else
 print("flags=" + output([sys.executable, "-u", "child.py", "b"], text=True).strip())
 print("module=" + sp.Popen([sys.executable, "-m", "childmodule"], stdout=sp.PIPE, text=True).communicate()[0].strip())
 print("code=" + subprocess.run([sys.executable, "-c", "print('plain')"], capture_output=True, text=True).stdout.strip())
@@ -119,10 +120,10 @@ def test_python_children_the_application_starts_run_retargeted(program, tmp_path
     (tmp_path / "childmodule.py").write_text("import torch\nprint('m:' + torch.zeros(1, device='cuda').device.__str__().split(':')[0])\n")
     report = tmp_path / "report.json"
     for form, options in (("run", ("--device", "neuron-emulated", "--report", str(report))), ("use", ())):
-        result = program(LAUNCHER, *options, form=form)
+        result = program(LAUNCHER, *options, form=form, env={"TORCHPORT_QUIET": ""})  # summaries printed
         assert result.returncode == 0, result.stderr[-2000:]
         device = "emulated" if form == "run" else "cpu"
-        assert result.values() == {"run": f"a:{device}:True,0", "flags": f"b:{device}:True",
+        assert result.values() == {"run": f"a:{device}:True,0", "child_stderr": "''", "flags": f"b:{device}:True",
                                    "module": f"m:{device}", "code": "plain"}, form
     import json
 

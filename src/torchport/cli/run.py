@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="never retarget code under PATH (repeatable; or $TORCHPORT_NO_SCOPE)")
     parser.add_argument("--verbose", action="store_true", default=None,
                         help="say which folders are retargeted and why (or $TORCHPORT_VERBOSE=1)")
+    # set by torchport on the Python children the application starts: their stderr is the application's
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run a module as python -m does (options go before -m)")
     parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or, with -m, ARGS...")
@@ -70,6 +72,7 @@ def run(args) -> int:
                               args.no_scope, args.verbose)
     retarget = activate(options["device"], options["scope"], options["precision"], options["strict"],
                         options["report"], options["no_scope"], options["verbose"])
+    retarget.recorder.silent = args.child
     if args.compile:
         from torchport.compile.run import install
 

@@ -70,4 +70,4 @@ def command(value, site=None):
         return value
     retarget.decide("Python child processes", f"started by the application with this interpreter: run under "
                                               f"torchport run --device {retarget.backend.name}", kind="device")
-    return type(value)([*items[:index], "-m", "torchport", "run", *_options(retarget), *rest])
+    return type(value)([*items[:index], "-m", "torchport", "run", "--child", *_options(retarget), *rest])

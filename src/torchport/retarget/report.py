@@ -56,6 +56,9 @@ class Recorder:
     #: `torchport run --compile`: (model name, compile report) pairs, appended as models are compiled;
     #: None when the run does not compile.
     compiled_models: list | None = None
+    #: A Python child the application started (`torchport run --child`): its stderr is the application's
+    #: (captured, parsed), so the exit summary is not printed there; the parent's report names the child.
+    silent: bool = False
 
     def add(self, category: str, site: Site, message: str = "") -> None:
         key = (category, site)
@@ -187,7 +190,7 @@ class Recorder:
         return lines
 
     def print_summary(self, stream=None) -> None:
-        if os.environ.get("TORCHPORT_QUIET"):
+        if os.environ.get("TORCHPORT_QUIET") or self.silent:
             return
         if os.environ.get("RANK", "0") != "0":
             return

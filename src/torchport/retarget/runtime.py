@@ -269,13 +269,30 @@ def to(site: int, obj, *args, **kwargs):
 
 
 def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
-    """`obj.cuda(device)` -> `obj.to(target)` for tensors, modules and packed sequences."""
-    if isinstance(obj, (_Tensor, _Module, _PackedSequence)):
+    """`obj.cuda(device)` -> `obj.to(target)` for tensors, modules and packed sequences. A module whose
+    class (in the application) overrides `cuda()` runs its override, whose own `.cuda()` calls come
+    back here (`super().cuda(device)` moves the module); the unbound spelling
+    `torch.nn.Module.cuda(model, 0)` is the bound one."""
+    if isinstance(obj, type) and issubclass(obj, (_Tensor, _Module)) and isinstance(device, obj):
+        # `Module.cuda(model[, device])`: the instance came as `device`, the device as `non_blocking`
+        return cuda(site, device, None if non_blocking is False else non_blocking, **kwargs)
+    if isinstance(obj, super) and isinstance(obj.__self__, _Module):
+        method = obj.cuda
+        if getattr(method, "__func__", None) is not _Module.cuda:
+            return method() if device is None else method(device)
+        obj = _SuperModule(obj.__self__)
+    if isinstance(obj, (_Tensor, _Module, _PackedSequence, _SuperModule)):
         _hit(site)
         target = _rt.device(None) if device is None else map_device(device)
         if isinstance(target, str):
             target = torch.device(target)
+        if isinstance(obj, _SuperModule):  # the base class's cuda(): the module's parameters and buffers
+            return _Module.to(obj.module, target)
         if isinstance(obj, _Module):
+            override = type(obj).cuda
+            if override is not _Module.cuda and _rt.in_scope(getattr(getattr(override, "__code__", None),
+                                                                     "co_filename", "")):
+                return obj.cuda() if device is None else obj.cuda(device)
             return obj.to(target)
         return obj.to(target, non_blocking=non_blocking, **kwargs)
     if isinstance(obj, _Storages):
@@ -285,6 +302,15 @@ def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
     if device is None:
         return obj.cuda(non_blocking=non_blocking, **kwargs) if non_blocking or kwargs else obj.cuda()
     return obj.cuda(device, non_blocking=non_blocking, **kwargs)
+
+
+class _SuperModule:
+    """`super().cuda()` reaching torch.nn.Module's own cuda() for `module`."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module):
+        self.module = module
 
 
 def pin_memory(site: int, obj, *args, **kwargs):
