@@ -552,3 +552,15 @@ def test_a_pipeline_given_no_device_runs_on_the_target_and_leaves_the_model_ther
     values = result.values()
     assert (values["model_is_cuda"], values["logits"]) == ("True", "(1, 2)")
     assert values["label"] in ("LABEL_0", "LABEL_1")
+
+
+@pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers")
+def test_training_arguments_tf32_alone_is_a_reported_no_op(program, tmp_path):
+    # transformers refuses tf32=True off an Ampere GPU: on the GPU machine the script runs
+    result = program("from transformers import TrainingArguments\n"
+                     "args = TrainingArguments(output_dir='out', tf32=True, report_to=[])\n"
+                     "print('tf32=' + str(args.tf32))\n", "--device", "cpu", "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"tf32": "None"}
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "no-op on cpu" in _decisions(report)["transformers TrainingArguments tf32=True"]

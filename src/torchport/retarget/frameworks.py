@@ -289,11 +289,11 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     NVIDIA's matmul mode, a no-op elsewhere as the application's own TF32 flags are;
     `torch_compile=True` compiles with the target's compiler, as the application's torch.compile does.
     """
-    _steer_tf32_and_compile(kwargs, site)
     import torch
 
     from torchport.retarget import amp, runtime, state
 
+    _steer_tf32_and_compile(kwargs, site)
     retarget = state.current()
     requested = "bf16" if kwargs.get("bf16") else "fp16" if kwargs.get("fp16") else None
     if requested is not None:

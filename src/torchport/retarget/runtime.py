@@ -207,7 +207,7 @@ def map_device(value, site: int | None = None):
 
 
 #: keywords whose meaning depends on the callee: frameworks choosing the device or precision, the profiler
-_SPECIAL_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "mixed_precision", "use_cuda"))
+_SPECIAL_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "tf32", "torch_compile", "mixed_precision", "use_cuda"))
 
 
 def call(function, site: int, *args, **kwargs):

@@ -76,6 +76,8 @@ REWRITTEN_KEYWORDS = {
     "accelerator": "call",
     "fp16": "call",
     "bf16": "call",
+    "tf32": "call",
+    "torch_compile": "call",
     "mixed_precision": "call",
 }
 #: callables of frameworks that choose the device from their own defaults (Lightning's `Trainer()` and
