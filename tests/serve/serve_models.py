@@ -149,3 +149,17 @@ def make_slow_loading():
     """A factory that takes two seconds, as a large checkpoint's load does."""
     time.sleep(2.0)
     return make_linear()
+
+
+class RowsDropped(torch.nn.Module):
+    """make_linear's model; while `drop`, on the primary (a non-CPU device) it answers only the first
+    row of a batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.drop = False
+
+    def forward(self, inputs):
+        outputs = self.model(inputs)
+        return outputs[:1] if self.drop and inputs.device.type != "cpu" else outputs

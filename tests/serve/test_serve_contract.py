@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from serve_models import FEATURES, PRIMARY, make_linear, sample
+from serve_models import FEATURES, PRIMARY, RowsDropped, make_linear, sample
 from torchport.serve import Deployment
 
 
@@ -53,19 +53,6 @@ def test_an_output_that_happens_to_match_the_example_batch_is_not_taken_for_a_ba
             answer = deployment.predict({"inputs": rows})
             assert (answer.role, answer.failover) == ("primary", None), (batch, answer.failover)
             assert len(answer.body["outputs"]["stats"]) == 2 and len(answer.body["outputs"]["logits"]) == batch
-
-
-class RowsDropped(torch.nn.Module):
-    """On the primary, answers only the first row of a batch: the batch check must still catch it."""
-
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-        self.drop = False
-
-    def forward(self, inputs):
-        outputs = self.model(inputs)
-        return outputs[:1] if self.drop and inputs.device.type != "cpu" else outputs
 
 
 @pytest.mark.parametrize("example_rows", [1, 4])

@@ -14,7 +14,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from serve_models import FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, make_linear, sample, settle
+from serve_models import (FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, RowsDropped, make_linear,
+                          sample, settle)
 from torchport.errors import UsageError
 from torchport.serve import Deployment, ModelRejectedInput, UnserializableOutput
 
@@ -358,19 +359,8 @@ def test_a_probe_made_with_an_input_the_fallback_rejects_does_not_reopen_the_bre
         assert deployment.breaker.state == "closed"
 
 
-class DropsRowsOfRank3(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-        self.drop = False
-
-    def forward(self, inputs):
-        outputs = self.model(inputs)
-        return outputs[:1] if self.drop and inputs.device.type != "cpu" else outputs
-
-
 def test_a_learned_input_layout_still_has_its_rows_checked():
-    model = DropsRowsOfRank3()
+    model = RowsDropped()
     with Deployment(lambda: {"model": model, "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                     failure_threshold=100) as deployment:
         rows = [[sample(0)[0]] * 2, [sample(1)[0]] * 2]  # rank 3: a layout the example did not show
