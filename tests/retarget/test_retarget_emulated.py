@@ -499,3 +499,39 @@ def test_a_spawned_dataloader_worker_placing_batches_on_the_device_delivers_them
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"batches": "emulated:0True,emulated:0True",
                                "values": "[[0.0, 2.0, 4.0], [0.0, 2.0, 4.0]]"}
+
+
+HALF_MODEL_INFERENCE = """
+import hashlib, torch
+from transformers import GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+config = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16)
+# inference code that casts its model to fp16 itself, then keeps an fp16 autocast around it
+model = GPT2LMHeadModel(config).cuda().half().eval()
+ids = torch.randint(0, 64, (2, 8), device="cuda")
+with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+    logits = model(ids).logits
+print("half_dtype=" + str(logits.dtype))
+print("half_digest=" + hashlib.sha256(logits.float().cpu().numpy().tobytes()).hexdigest()[:16])
+# the same program's float32 model under the same autocast: the policy's precision
+head = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)).cuda()
+with torch.no_grad(), torch.cuda.amp.autocast():
+    first = head[0](torch.randn(2, 8, device="cuda"))
+print("float_dtype=" + str(first.dtype))
+"""
+
+
+def test_an_fp16_autocast_around_a_model_cast_to_fp16_stays_fp16_under_auto(program, tmp_path):
+    # under --precision auto the emulated Neuron's bf16 replaces CUDA's fp16 autocast; a model the
+    # application holds in fp16 itself has nothing to lower, and bf16 activations meeting its fp16
+    # LayerNorm weights crashed ("mixed dtype"): the region follows the model, and computes exactly
+    # what the program computes as written (--precision keep)
+    auto = program(HALF_MODEL_INFERENCE, "--device", "neuron-emulated", "--precision", "auto", "--report", "r.json")
+    assert auto.returncode == 0, auto.stderr[-3000:]
+    keep = program(HALF_MODEL_INFERENCE, "--device", "neuron-emulated", "--precision", "keep")
+    assert keep.returncode == 0, keep.stderr[-3000:]
+    assert auto.values()["half_dtype"] == "torch.float16"
+    assert auto.values()["half_digest"] == keep.values()["half_digest"]
+    assert auto.values()["float_dtype"] == "torch.bfloat16" and keep.values()["float_dtype"] == "torch.float16"
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "r.json").read_text())["decisions"]}
+    assert "GPT2LMHeadModel" in decisions["cuda autocast float16 around a float16 model"]

@@ -5,7 +5,8 @@ Policies (`--precision`):
         target has no GradScaler kernels: retarget/grad_scaling.py);
   auto  fp16 becomes the target's preferred reduced precision (bf16 on AMX/AVX512-BF16 CPUs and on
         Neuron); where the target has no fast reduced precision, autocast is off; GradScaler is off
-        wherever fp16 was replaced, since bf16 and fp32 do not underflow like fp16;
+        wherever fp16 was replaced, since bf16 and fp32 do not underflow like fp16; a region around
+        a model the application holds in fp16 itself stays fp16 (_FollowModel);
   bf16  every autocast region runs in bf16, GradScaler off;
   fp32  autocast off, GradScaler off.
 Code that never asked for autocast is never cast. Every decision is recorded in the report.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import threading
 import warnings
 from typing import Any
 
@@ -68,22 +70,78 @@ def _describe(dtype: torch.dtype | None) -> str:
 
 
 def _target_autocast(device_type: str, dtype, enabled: bool):
-    """The (device_type, dtype, enabled) a CUDA autocast runs with on the target."""
+    """The (device_type, dtype, enabled, follows_model) a CUDA autocast runs with on the target;
+    `follows_model`: the region is one whose float16 the auto policy replaced (see _FollowModel)."""
     retarget = state.current()
     if device_type != "cuda":
-        return device_type, dtype, enabled
+        return device_type, dtype, enabled, False
     if not enabled:
-        return retarget.type, None, False
+        return retarget.type, None, False, False
     if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: torch's own warning and answer
         warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=3)
-        return retarget.type, None, False
+        return retarget.type, None, False, False
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
     retarget.redirected("autocast('cuda')")
     if effective is None:
-        return retarget.type, None, False
-    return retarget.type, effective, enabled
+        return retarget.type, None, False, False
+    follows = (retarget.precision == "auto" and (dtype or torch.float16) is torch.float16
+               and effective is not torch.float16
+               and retarget.backend.profile().dtype_rule("float16").status == "native")
+    return retarget.type, effective, enabled, follows
+
+
+class _FollowModel:
+    """An fp16 autocast region that the auto policy runs in the target's preferred precision, around a
+    model the application holds in float16 itself (`.half()`, `torch_dtype=torch.float16`): the
+    region stays float16, as written.
+
+    The policy replaces CUDA's float16 to compute float32 data in the target's reduced precision; a
+    model already in float16 has no float32 data to lower, and casting its float16 weights to bfloat16
+    would mix the two in the region's float32 layers (normalisations), which the CPU refuses. The
+    first module with floating-point parameters that runs in the region (in the thread that entered
+    it) decides; the region's dtype is then set as a nested autocast would set it, and restored with
+    the region on exit.
+    """
+
+    def __init__(self, device_type: str, lowered: torch.dtype):
+        self.device_type = device_type
+        self.lowered = lowered
+        self.thread = threading.get_ident()
+        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self)
+
+    def __call__(self, module, args):
+        if threading.get_ident() != self.thread:
+            return None
+        parameter = next((p for p in module.parameters() if p.is_floating_point()), None)
+        if parameter is None:
+            return None
+        self.remove()
+        if (parameter.dtype is torch.float16 and torch.is_autocast_enabled(self.device_type)
+                and torch.get_autocast_dtype(self.device_type) is self.lowered):
+            torch.set_autocast_dtype(self.device_type, torch.float16)
+            retarget = state.current()
+            retarget.decide("cuda autocast float16 around a float16 model",
+                            f"autocast float16 on {retarget.backend.name}: the application holds the model "
+                            f"in float16 itself ({type(module).__name__}), so the region stays as written")
+        return None
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
+def _enter_following(autocast_region) -> None:
+    """On entering a region whose float16 the policy replaced: watch for a float16 model."""
+    if autocast_region.__dict__.get("_torchport_follows"):
+        watch = _FollowModel(autocast_region.device, autocast_region.fast_dtype)
+        autocast_region.__dict__.setdefault("_torchport_watches", []).append(watch)
+
+
+def _exit_following(autocast_region) -> None:
+    watches = autocast_region.__dict__.get("_torchport_watches")
+    if watches:
+        watches.pop().remove()
 
 
 class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # noqa: N801 - mirrors torch
@@ -94,8 +152,18 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
     """
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
-        device_type, dtype, enabled = _target_autocast(device_type, dtype, enabled)
+        device_type, dtype, enabled, follows = _target_autocast(device_type, dtype, enabled)
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        self._torchport_follows = follows
+
+    def __enter__(self):
+        entered = super().__enter__()
+        _enter_following(self)
+        return entered
+
+    def __exit__(self, *exc_info):
+        _exit_following(self)
+        return super().__exit__(*exc_info)
 
     __reduce_ex__ = reduce_as_genuine
 
@@ -109,8 +177,18 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
         def __init__(self, enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
             if type(self) is cuda_amp_autocast:  # torch warns for the class itself, not for subclasses
                 _warn_deprecated(_real_cuda_autocast)
-            device_type, dtype, enabled = _target_autocast("cuda", dtype, enabled)
+            device_type, dtype, enabled, follows = _target_autocast("cuda", dtype, enabled)
             _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+            self._torchport_follows = follows
+
+        def __enter__(self):
+            entered = super().__enter__()
+            _enter_following(self)
+            return entered
+
+        def __exit__(self, *exc_info):
+            _exit_following(self)
+            return super().__exit__(*exc_info)
 
         __reduce_ex__ = reduce_as_genuine
 
