@@ -382,7 +382,7 @@ def test_framework_defaults_do_nothing_once_retargeting_is_off():
 
     assert state.current() is None
     kwargs = {}
-    frameworks.framework_defaults(Trainer, kwargs, site=0)
+    assert frameworks.framework_defaults(Trainer, (), kwargs, site=0) == ()
     assert kwargs == {}
 
 
@@ -564,3 +564,87 @@ def test_training_arguments_tf32_alone_is_a_reported_no_op(program, tmp_path):
     assert result.values() == {"tf32": "None"}
     report = json.loads((tmp_path / "report.json").read_text())
     assert "no-op on cpu" in _decisions(report)["transformers TrainingArguments tf32=True"]
+
+
+# HF's example scripts (run_clm.py and kin): TrainingArguments from the command line or a JSON file
+# through HfArgumentParser, often an application subclass of them, and Trainer saves them with torch.save
+PARSED_ARGUMENTS = """
+import dataclasses, sys, torch
+from transformers import (GPT2Config, GPT2LMHeadModel, HfArgumentParser, Seq2SeqTrainingArguments, Trainer,
+                          TrainingArguments)
+import myargs
+parser = HfArgumentParser((myargs.ModelArguments, myargs.MyTrainingArguments))
+if sys.argv[1].endswith(".json"):
+    model_args, args = parser.parse_json_file(sys.argv[1])
+else:
+    model_args, args = parser.parse_args_into_dataclasses()
+print("kind=" + type(args).__name__ + "," + str(isinstance(args, Seq2SeqTrainingArguments)))
+print("own_field=" + str(args.warm_start) + "," + model_args.model_name)
+print("tf32=" + str(args.tf32))
+copied = dataclasses.replace(args, max_steps=2)
+config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
+model = GPT2LMHeadModel(config)
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        ids = torch.arange(8) % 50
+        return {"input_ids": ids, "labels": ids}
+trainer = Trainer(model=model, args=copied, train_dataset=Data())
+computed = []
+model.lm_head.register_forward_hook(lambda module, inputs, output: computed.append(str(output.dtype)))
+trainer.train()
+print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
+print("computes_in=" + computed[0])
+torch.save(args, "training_args.bin")
+"""
+
+MYARGS = """
+from dataclasses import dataclass, field
+from transformers import Seq2SeqTrainingArguments
+
+@dataclass
+class ModelArguments:
+    model_name: str = field(default="tiny")
+
+@dataclass
+class MyTrainingArguments(Seq2SeqTrainingArguments):
+    warm_start: bool = field(default=False)
+"""
+
+
+@pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
+@pytest.mark.parametrize("source", ["command_line", "json"])
+def test_training_arguments_parsed_by_hf_argument_parser_are_steered(program, tmp_path, source):
+    # `--fp16 --tf32 True` from the command line (or a JSON file) is the same request as
+    # TrainingArguments(fp16=True, tf32=True) in the code: tf32 stopped the run in transformers'
+    # own check ("--tf32 requires Ampere"), and fp16 ran in fp32 outside the precision policy
+    from torchport.backends.cpu import has_native_bf16
+
+    (tmp_path / "myargs.py").write_text(MYARGS)
+    given = dict(output_dir="out", per_device_train_batch_size=4, max_steps=1, report_to=[], save_strategy="no",
+                 fp16=True, tf32=True, warm_start=True, model_name="gpt")
+    if source == "json":
+        (tmp_path / "args.json").write_text(json.dumps(given))
+        args = ["args.json"]
+    else:
+        args = ["--output_dir", "out", "--per_device_train_batch_size", "4", "--max_steps", "1", "--report_to",
+                "none", "--save_strategy", "no", "--fp16", "--tf32", "True", "--warm_start", "--model_name", "gpt"]
+    result = program(PARSED_ARGUMENTS, "--device", "cpu", "--precision", "auto", "--report", "report.json",
+                     args=args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = result.values()
+    assert values["kind"] == "MyTrainingArguments,True" and values["own_field"] == "True,gpt"
+    assert values["tf32"] == "None"
+    bf16 = has_native_bf16()
+    assert values["mixed_precision"] == ("bf16" if bf16 else "no")
+    assert values["computes_in"] == ("torch.bfloat16" if bf16 else "torch.float32")
+    decisions = _decisions(json.loads((tmp_path / "report.json").read_text()))
+    assert decisions["transformers TrainingArguments fp16=True"].startswith("bf16" if bf16 else "fp32")
+    assert "no-op on cpu" in decisions["transformers TrainingArguments tf32=True"]
+    # what the program saved loads without torchport, as the application's own class
+    loaded = subprocess.run([sys.executable, "-c", "import torch; a = torch.load('training_args.bin', "
+                             "weights_only=False); print(type(a).__module__, type(a).__name__, a.warm_start)"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert loaded.stdout.split() == ["myargs", "MyTrainingArguments", "True"], loaded.stderr[-2000:]

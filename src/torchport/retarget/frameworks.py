@@ -164,21 +164,27 @@ def framework_keywords(function, kwargs: dict, site: int) -> None:
         accelerator_keywords(kwargs, site)
 
 
-def framework_defaults(function, kwargs: dict, site: int) -> None:
+def framework_defaults(function, args: tuple, kwargs: dict, site: int) -> tuple:
     """A framework class called without the keyword that names its device or precision: Lightning's
     `Trainer()` / `Fabric()` left at accelerator="auto", which picks the GPU on a GPU machine
     (Lightning's own environment default, where set by the user or by `steer` for a Trainer on a
     target Lightning names, decides instead), Accelerate's `Accelerator()` reading the mixed precision
     `accelerate launch` left in the environment. Also refuses what the framework cannot do on the
-    target (`_refuse_undistributed`) and puts Lightning's precision on the CPU target under the policy."""
+    target (`_refuse_undistributed`) and puts Lightning's precision on the CPU target under the policy.
+    transformers' `HfArgumentParser((..., TrainingArguments))` builds the TrainingArguments inside
+    transformers from the command line or a file: it is given a subclass that steers them as the
+    application's own `TrainingArguments(...)` call is steered (`steered_arguments_class`).
+    Returns the positional arguments to call with."""
     from torchport.retarget import state
 
     retarget = state.current()
     if retarget is None:
-        return
+        return args
+    if _is_argument_parser(function):
+        return _steered_parser_arguments(args, kwargs, site)
     if _is_transformers_pipeline(function):
         _pipeline_device(retarget, kwargs, site)
-        return
+        return args
     if _is_accelerator(function) or _is_transformers_trainer(function):
         _refuse_undistributed(retarget, function, site)
     if _is_accelerator(function):
@@ -187,16 +193,75 @@ def framework_defaults(function, kwargs: dict, site: int) -> None:
         requested = os.environ.get("ACCELERATE_MIXED_PRECISION", "").lower()
         if "mixed_precision" not in kwargs and requested in _ACCELERATE_MIXED:
             kwargs["mixed_precision"] = requested
-        return
+        return args
     if not _is_lightning(function) or not _takes_accelerator(function):
-        return
+        return args
     if retarget.type == "cpu" and "precision" in kwargs \
             and str(kwargs.get("accelerator", "auto")).lower() in _LIGHTNING_CUDA_NAMES:
         # Lightning itself turns 16-mixed into bf16-mixed on the CPU: the precision policy decides
         _lightning_precision(function, kwargs, retarget)
     if "accelerator" in kwargs or os.environ.get(_lightning_environment(function)[0]) is not None:
-        return
+        return args
     lightning_keywords(kwargs, site, function, default="auto")
+    return args
+
+
+def _is_argument_parser(function) -> bool:
+    return isinstance(function, type) and any(
+        cls.__name__ == "HfArgumentParser" and cls.__module__.startswith("transformers")
+        for cls in function.__mro__
+    )
+
+
+def _steered_parser_arguments(args: tuple, kwargs: dict, site: int) -> tuple:
+    """`HfArgumentParser(dataclass_types, ...)` with each TrainingArguments class among the types
+    replaced by its steered subclass."""
+    def steered(types):
+        if isinstance(types, type):
+            return steered_arguments_class(types, site) if _is_training_arguments(types) else types
+        if isinstance(types, (list, tuple)):
+            return type(types)(steered(item) for item in types)
+        return types  # another iterable: transformers' own error or answer
+
+    if "dataclass_types" in kwargs:
+        kwargs["dataclass_types"] = steered(kwargs["dataclass_types"])
+        return args
+    return (steered(args[0]), *args[1:]) if args else args
+
+
+_STEERED_CLASSES: dict[tuple[type, int], type] = {}
+
+
+def steered_arguments_class(cls: type, site: int) -> type:
+    """A subclass of the TrainingArguments class `cls` (transformers' or the application's own
+    dataclass deriving from it) whose construction is steered as `TrainingArguments(...)` written
+    in the application is (`training_arguments_keywords`): transformers' parser fills every field,
+    so a value equal to its field's default is taken as not given (as when the application leaves
+    the keyword out). It is `cls` to isinstance, dataclasses (`fields`, `replace`, `asdict`) and
+    pickling (an instance pickles as `cls`: a saved `training_args.bin` loads without torchport)."""
+    import dataclasses
+
+    from torchport.retarget.standin import StandIn, reduce_as_genuine
+
+    key = (cls, site)
+    if key in _STEERED_CLASSES:
+        return _STEERED_CLASSES[key]
+    defaults = {field.name: field.default for field in dataclasses.fields(cls)
+                if field.init and field.default is not dataclasses.MISSING}
+
+    def __init__(self, *args, **kwargs):
+        given = {name: value for name, value in kwargs.items()
+                 if not (name in defaults and type(value) in (bool, type(None)) and value is defaults[name])}
+        defaulted = {name: value for name, value in kwargs.items() if name not in given}
+        if any(name in given for name in _TRAINING_ARGUMENTS_STEERED):
+            training_arguments_keywords(given, site)
+        cls.__init__(self, *args, **{**defaulted, **given})
+
+    namespace = {"__init__": __init__, "__reduce_ex__": reduce_as_genuine, "__module__": cls.__module__,
+                 "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    steered = StandIn(cls.__name__, (cls,), namespace, genuine=cls)
+    _STEERED_CLASSES[key] = steered
+    return steered
 
 
 def _is_transformers_pipeline(function) -> bool:

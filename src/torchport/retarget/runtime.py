@@ -233,7 +233,7 @@ def framework_call(function, site: int, *args, **kwargs):
     given the target where it leaves the application, as `call` does for what the application wrote."""
     __tracebackhide__ = True
     if leaves_application(function):
-        frameworks.framework_defaults(function, kwargs, site)
+        args = frameworks.framework_defaults(function, args, kwargs, site)
     return call(function, site, *args, **kwargs)
 
 
