@@ -193,10 +193,8 @@ def test_training_arguments_bf16_on_an_emulated_target_is_named_as_not_emulated(
 
 
 # -- end to end ------------------------------------------------------------------------------------
-TRAINER = """
-import sys, torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
+#: a one-layer GPT-2 from a config and a dataset of 8 sequences, for the Trainer programs below
+TINY_GPT = """config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
 model = GPT2LMHeadModel(config)
 class Data(torch.utils.data.Dataset):
     def __len__(self):
@@ -204,7 +202,12 @@ class Data(torch.utils.data.Dataset):
     def __getitem__(self, i):
         ids = torch.arange(8) % 50
         return {"input_ids": ids, "labels": ids}
-if sys.argv[1] == "fp16":  # written out as keywords
+"""
+
+TRAINER = """
+import sys, torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+{TINY_GPT}if sys.argv[1] == "fp16":  # written out as keywords
     args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, max_steps=2, report_to=[],
                              save_strategy="no", fp16=True)
 else:  # from a config dict
@@ -219,7 +222,7 @@ print("app_sees_cuda=" + str(torch.cuda.is_available()))
 print("model=" + next(model.parameters()).device.__str__().split(":")[0])
 print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
 print("computes_in=" + computed[0])
-"""
+""".replace("{TINY_GPT}", TINY_GPT)
 
 
 @pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
@@ -582,22 +585,14 @@ print("kind=" + type(args).__name__ + "," + str(isinstance(args, Seq2SeqTraining
 print("own_field=" + str(args.warm_start) + "," + model_args.model_name)
 print("tf32=" + str(args.tf32))
 copied = dataclasses.replace(args, max_steps=2)
-config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
-model = GPT2LMHeadModel(config)
-class Data(torch.utils.data.Dataset):
-    def __len__(self):
-        return 8
-    def __getitem__(self, i):
-        ids = torch.arange(8) % 50
-        return {"input_ids": ids, "labels": ids}
-trainer = Trainer(model=model, args=copied, train_dataset=Data())
+{TINY_GPT}trainer = Trainer(model=model, args=copied, train_dataset=Data())
 computed = []
 model.lm_head.register_forward_hook(lambda module, inputs, output: computed.append(str(output.dtype)))
 trainer.train()
 print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
 print("computes_in=" + computed[0])
 torch.save(args, "training_args.bin")
-"""
+""".replace("{TINY_GPT}", TINY_GPT)
 
 MYARGS = """
 from dataclasses import dataclass, field
