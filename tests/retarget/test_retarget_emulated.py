@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -535,3 +537,65 @@ def test_an_fp16_autocast_around_a_model_cast_to_fp16_stays_fp16_under_auto(prog
     assert auto.values()["float_dtype"] == "torch.bfloat16" and keep.values()["float_dtype"] == "torch.float16"
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "r.json").read_text())["decisions"]}
     assert "GPT2LMHeadModel" in decisions["cuda autocast float16 around a float16 model"]
+
+
+FULLGRAPH = """
+import json, torch, torch.nn as nn, torch.nn.functional as F
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(16, 48), nn.Linear(16, 16)
+        # the kernel choice of attention code written for CUDA (flash on Ampere and later)
+        self.flash = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(16, dim=-1)
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            bias = torch.zeros(x.shape[1], x.shape[1], device="cuda")
+        else:
+            bias = torch.zeros(x.shape[1], x.shape[1], device=x.device)
+        if torch.cuda.get_device_properties(0).total_memory > 0:
+            bias = bias + torch.zeros(x.shape[1], device=f"cuda:{torch.cuda.current_device()}")
+        with torch.autocast(device_type="cuda", enabled=False):  # the fp32 island of mixed-precision code
+            scores = (q.float() @ k.float().transpose(-1, -2)) / 4 + bias
+        return self.proj(scores.softmax(-1).to(v.dtype) @ v)
+
+torch.manual_seed(0)
+model = Attention().cuda()
+x = torch.randn(2, 8, 16, device="cuda")
+
+def step(x):
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = model(x)
+    with torch.cuda.amp.autocast():
+        z = model.proj(y)
+        inside = torch.is_autocast_enabled()
+    return y, z, inside
+
+compiled = torch.compile(step, fullgraph=True)
+(cy, cz, cinside), (y, z, inside) = compiled(x), step(x)  # compiled first: nothing asked before tracing
+print(json.dumps({"dtypes": [str(y.dtype), str(z.dtype)], "compiled_dtypes": [str(cy.dtype), str(cz.dtype)],
+                  "equal": torch.allclose(y.float(), cy.float(), atol=1e-2) and torch.allclose(z.float(), cz.float(), atol=1e-2),
+                  "autocast_seen": [inside, cinside], "device": str(cy.device).split(":")[0], "flash": model.flash}))
+"""
+
+
+@pytest.mark.parametrize("device, device_type", [("neuron-emulated", "emulated"), ("cpu", "cpu")])
+def test_compiled_application_code_with_autocast_and_cuda_queries_is_one_graph(program, tmp_path, device, device_type):
+    # torch.compile(fullgraph=True) of code entering CUDA autocast regions and asking torch.cuda
+    # (is_available, get_device_capability, is_bf16_supported, get_device_properties, current_device),
+    # creating tensors on "cuda" and "cuda:N": one graph as on a GPU machine (it stopped at torchport's
+    # stand-ins, and on the emulated device at every factory)
+    from torchport import backends
+
+    result = program(FULLGRAPH, "--device", device, "--precision", "auto", "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    bf16 = backends.resolve(device).preferred_precision == "bfloat16"
+    expected = "torch.bfloat16" if bf16 else "torch.float32"
+    assert values["dtypes"] == values["compiled_dtypes"] == [expected, expected]
+    assert values["equal"] is True and values["device"] == device_type and values["flash"] is bf16
+    assert values["autocast_seen"] == [bf16, bf16]
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
+    assert decisions["cuda autocast float16"].startswith("autocast bfloat16" if bf16 else "autocast off")

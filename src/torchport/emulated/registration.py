@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from torchport.emulated.state import DEVICE_TYPE, state
@@ -58,13 +60,25 @@ def register() -> None:
 def hide_from_dynamo() -> None:
     """Dynamo traces the device's own Python (its device guard, allocator and kernels, run while
     a graph is traced) as the program's code, and falls back to eager for the whole function where it
-    cannot; the device is part of the machine, not of the program: Dynamo skips it."""
+    cannot; the device is part of the machine, not of the program: Dynamo skips it. Except the
+    wrappers of torch's factories that answer pin_memory=True (pinned.py): the program calls them as
+    torch's own `torch.ones` / `torch.zeros`, and Dynamo reads through them to torch's function (a
+    skipped one broke the graph at every factory a compiled function called)."""
     if _hidden_from_dynamo:
         return
+    import pkgutil
+
     import torch._dynamo.trace_rules
 
-    torch._dynamo.trace_rules.add(__name__.rpartition(".")[0])
+    package = __name__.rpartition(".")[0]
+    for module in pkgutil.iter_modules(sys.modules[package].__path__):
+        if module.name not in _TRACED_BY_DYNAMO:
+            torch._dynamo.trace_rules.add(f"{package}.{module.name}")
     _hidden_from_dynamo.append(True)
+
+
+#: modules of the device that Dynamo traces: what the program calls as torch's own functions
+_TRACED_BY_DYNAMO = frozenset({"pinned"})
 
 
 _hidden_from_dynamo: list[bool] = []

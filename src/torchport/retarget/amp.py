@@ -144,12 +144,27 @@ def _exit_following(autocast_region) -> None:
         watches.pop().remove()
 
 
+@torch.compiler.assume_constant_result
+def _compiled_region(device_type: str, dtype, enabled: bool):
+    """The (device_type, dtype, enabled) of a CUDA autocast in code torch.compile traces: computed (and
+    recorded) once, at trace time; the compiled code holds the genuine autocast with them."""
+    return _target_autocast(device_type, dtype, enabled)[:3]
+
+
 class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # noqa: N801 - mirrors torch
     """`torch.autocast` / `torch.amp.autocast` as seen by the application: 'cuda' is the target.
 
     A subclass of the genuine class: context manager, decorator, isinstance and subclassing as in
-    PyTorch.
+    PyTorch. In a function torch.compile traces, the stand-in itself gives the genuine autocast for
+    the target, which the compiler puts in the graph as it does on a GPU machine (the region does not
+    follow a float16 model there: _FollowModel runs in eager code).
     """
+
+    def __new__(cls, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
+        if cls is autocast and torch.compiler.is_compiling():
+            device_type, dtype, enabled = _compiled_region(device_type, dtype, enabled)
+            return _real_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        return super().__new__(cls)
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
         device_type, dtype, enabled, follows = _target_autocast(device_type, dtype, enabled)
@@ -172,7 +187,14 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
     warnings.simplefilter("ignore", FutureWarning)
 
     class cuda_amp_autocast(_real_cuda_autocast, metaclass=StandIn, genuine=_real_cuda_autocast):  # noqa: N801
-        """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda'))."""
+        """`torch.cuda.amp.autocast(...)` (deprecated upstream; same behaviour as autocast('cuda')); the
+        genuine autocast in code torch.compile traces, as `autocast`."""
+
+        def __new__(cls, enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
+            if cls is cuda_amp_autocast and torch.compiler.is_compiling():
+                device_type, dtype, enabled = _compiled_region("cuda", dtype, enabled)
+                return _real_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+            return super().__new__(cls)
 
         def __init__(self, enabled: bool = True, dtype=torch.float16, cache_enabled: bool = True):
             if type(self) is cuda_amp_autocast:  # torch warns for the class itself, not for subclasses

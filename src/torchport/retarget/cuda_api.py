@@ -31,18 +31,28 @@ def _rt() -> state.Retarget:
 
 
 # -- devices ---------------------------------------------------------------------------------
+#: A question about the devices (CUDA_VISIBLE_DEVICES is read at activation) asked in a function
+#: torch.compile traces: answered once at trace time and held as a constant, as the compiler does for
+#: torch.cuda's own (`torch.cuda.is_available()` in a compiled function); the device current when the
+#: function was traced stays its answer to current_device().
+_constant_in_compiled_code = torch.compiler.assume_constant_result
+
+
+@_constant_in_compiled_code
 def is_available() -> bool:
     retarget = _rt()
     retarget.redirected("torch.cuda.is_available")
     return bool(retarget.visible())
 
 
+@_constant_in_compiled_code
 def device_count() -> int:
     retarget = _rt()
     retarget.redirected("torch.cuda.device_count")
     return len(retarget.visible())
 
 
+@_constant_in_compiled_code
 def current_device() -> int:
     retarget = _rt()
     retarget.redirected("torch.cuda.current_device")
@@ -116,12 +126,14 @@ def _ordinal(device) -> int:
     return index or 0
 
 
+@_constant_in_compiled_code
 def get_device_name(device=None) -> str:
     retarget = _rt()
     retarget.redirected("torch.cuda.get_device_name")
     return retarget.backend.device_name(_ordinal(device) if device is not None else 0)
 
 
+@_constant_in_compiled_code
 def get_device_capability(device=None) -> tuple[int, int]:
     retarget = _rt()
     retarget.redirected("torch.cuda.get_device_capability")
@@ -155,6 +167,7 @@ class DeviceProperties(types.SimpleNamespace):
                 f"total_memory={self.total_memory // 2**20}MB, multi_processor_count={self.multi_processor_count})")
 
 
+@_constant_in_compiled_code
 def get_device_properties(device=None):
     """The fields CUDA code reads most (name, total_memory, major/minor, SMs): DeviceProperties."""
     import os
@@ -193,6 +206,7 @@ def _total_memory(retarget, index: int) -> int:
     return profile.memory_bytes
 
 
+@_constant_in_compiled_code
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     retarget = _rt()
     retarget.redirected("torch.cuda.is_bf16_supported")

@@ -183,13 +183,28 @@ def _hit(site: int) -> None:
     HITS[site] += 1
 
 
+@torch.compiler.assume_constant_result
+def _target_string(value: str) -> str:
+    """The target's string for a CUDA one; in a function torch.compile traces, answered at trace time
+    and held as a constant (the device's own code, which answers it, is not the program's)."""
+    return _rt.target_string(value)
+
+
+@torch.compiler.assume_constant_result
+def _target_device(ordinal: int | None):
+    """The target device for CUDA ordinal `ordinal` (None: the current one); a constant in compiled code."""
+    return _rt.device(ordinal)
+
+
 def map_device(value, site: int | None = None):
     """'cuda', 'cuda:N', torch.device('cuda', N) or an int ordinal -> the target; else unchanged."""
     value_type = value.__class__
     if value_type is str:
         mapped = _mapped_strings.get(value)
         if mapped is None:
-            mapped = _rt.map_string(value)
+            mapped = _target_string(value)
+            if not torch.compiler.is_compiling():  # what the compiler guards on stays as it read it
+                _mapped_strings[value] = mapped
         if site is not None and mapped != value:
             HITS[site] += 1
         return mapped
@@ -198,11 +213,11 @@ def map_device(value, site: int | None = None):
             return value
         if site is not None:
             HITS[site] += 1
-        return _rt.device(value.index)
+        return _target_device(value.index)
     if value_type is int:
         if site is not None:
             HITS[site] += 1
-        return _rt.device(value)
+        return _target_device(value)
     return value
 
 

@@ -16,6 +16,8 @@ import copyreg
 import types
 import weakref
 
+import torch
+
 __all__ = ["StandIn", "reduce_as_genuine", "copy_keeping_class", "FacadeModule", "facade_module", "mirror"]
 
 
@@ -32,14 +34,22 @@ class StandIn(type):
     def __init__(cls, name, bases, namespace, genuine=None):
         super().__init__(name, bases, namespace)
 
+    # `getattr(cls, "_torchport_standin", None) is cls`: the stand-in itself, not a subclass of it (the
+    # class's own `__dict__` says the same, but torch.compile stops at a class dict read in code it traces)
     def __instancecheck__(cls, instance) -> bool:
-        if cls.__dict__.get("_torchport_standin") is cls:
+        if getattr(cls, "_torchport_standin", None) is cls:
             # the stand-in's own instances too, for a stand-in that cannot subclass its genuine class
             return isinstance(instance, cls._torchport_genuine) or type.__instancecheck__(cls, instance)
         return type.__instancecheck__(cls, instance)
 
     def __subclasscheck__(cls, subclass) -> bool:
-        if cls.__dict__.get("_torchport_standin") is cls:
+        if getattr(cls, "_torchport_standin", None) is cls:
+            if torch.compiler.is_compiling():
+                # A stand-in may give, in code torch.compile traces, the genuine object it stands for
+                # (`amp.autocast`); the compiler then asks, as CPython's `type.__call__` does, whether
+                # what `__new__` gave is of the class itself (to run its `__init__`): the class's own
+                # answer, not the genuine one's.
+                return cls in subclass.__mro__
             return issubclass(subclass, cls._torchport_genuine)
         return type.__subclasscheck__(cls, subclass)
 
