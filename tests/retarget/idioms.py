@@ -622,4 +622,28 @@ IDIOMS = [
      "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):\n    with sdpa_kernel(SDPBackend.MATH):\n"
      "        inner = flags()\n    outer = flags()\nresult = (inner, outer, flags())",
      "result = ((True, False), (False, True), (True, True))"),
+    # methods referenced, not called: collate helpers and Lightning-style apply_to_collection
+    ("map_unbound_tensor_cuda",
+     "import torch\nbatch = [torch.ones(2), torch.zeros(3)]\nresult = [t.is_cuda for t in map(torch.Tensor.cuda, batch)]",
+     "result = [True, True]"),
+    ("partial_unbound_tensor_to_with_device_keyword",
+     "import torch\nfrom functools import partial\nmove = partial(torch.Tensor.to, device='cuda', non_blocking=True)\n"
+     "result = move(torch.ones(2)).is_cuda",
+     "result = True"),
+    ("pytree_map_of_unbound_tensor_to",
+     "import torch\nfrom functools import partial\nfrom torch.utils._pytree import tree_map\n"
+     "batch = tree_map(partial(torch.Tensor.to, device='cuda:0'), {'x': torch.ones(2), 'y': [torch.zeros(1)]})\n"
+     "result = (batch['x'].is_cuda, batch['y'][0].is_cuda)",
+     "result = (True, True)"),
+    ("unbound_tensor_to_called_with_the_tensor",
+     "import torch\nfrom torch import Tensor\nresult = (torch.Tensor.to(torch.ones(2), 'cuda').is_cuda, "
+     "Tensor.to(torch.ones(1), torch.device('cuda')).is_cuda)",
+     "result = (True, True)"),
+    ("bound_module_cuda_reference_called_later",
+     "import torch\nmodel = torch.nn.Linear(2, 2)\nmove = model.cuda\nmove()\n"
+     "result = (next(model.parameters()).is_cuda, getattr(torch.Tensor, 'cuda')(torch.ones(1)).is_cuda)",
+     "result = (True, True)"),
+    ("to_attribute_of_other_objects_kept",
+     "import torch\nclass Route:\n    to = 'home'\nresult = (Route.to, Route().to, torch.cuda.is_available())",
+     "result = ('home', 'home', True)"),
 ]

@@ -12,6 +12,7 @@ belongs to torch or to an installed distribution that depends on torch (`destina
 
 from __future__ import annotations
 
+import functools
 import types
 from functools import partial as _partial
 
@@ -63,6 +64,8 @@ _Tensor = torch.Tensor
 _Module = torch.nn.Module
 _device_type = torch.device
 _PackedSequence = torch.nn.utils.rnn.PackedSequence
+#: what `.cuda()` / `.to()` move: their unbound forms and references are the called ones
+_MOVABLE = (_Tensor, _Module, _PackedSequence)
 _Storages = (torch.UntypedStorage, torch.TypedStorage)
 #: The active Retarget's cache of mapped device strings (bound by `bind`).
 _mapped_strings: dict[str, str] = {}
@@ -269,7 +272,10 @@ def subprocess_call(function, site: int, *args, **kwargs):
 
 
 def to(site: int, obj, *args, **kwargs):
-    """`obj.to(*args, **kwargs)` (unpacked arguments the rewriter cannot see) with a CUDA device mapped."""
+    """`obj.to(*args, **kwargs)` (unpacked arguments the rewriter cannot see) with a CUDA device mapped;
+    the unbound spelling `torch.Tensor.to(t, "cuda")` is the bound one."""
+    if isinstance(obj, type) and args and isinstance(args[0], obj) and issubclass(obj, _MOVABLE):
+        obj, args = args[0], args[1:]
     if args:
         first = args[0]
         first_type = first.__class__
@@ -317,6 +323,37 @@ def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
     if device is None:
         return obj.cuda(non_blocking=non_blocking, **kwargs) if non_blocking or kwargs else obj.cuda()
     return obj.cuda(device, non_blocking=non_blocking, **kwargs)
+
+
+def method_reference(site: int, receiver, name: str):
+    """`receiver.cuda` / `receiver.to` read without being called: `map(torch.Tensor.cuda, batch)`,
+    `partial(torch.Tensor.to, device="cuda")`, `move = model.cuda`. A torch class gives a function
+    of the instance, an instance its bound form, both calling what the called form calls (so the
+    reference moves to the target as the call does); anything else gives its own attribute."""
+    if isinstance(receiver, type):
+        if not issubclass(receiver, _MOVABLE):
+            return getattr(receiver, name)
+        key = (site, name)
+        method = _METHOD_REFERENCES.get(key)
+        if method is None:
+            method = _METHOD_REFERENCES[key] = _unbound(site, name, getattr(receiver, name))
+        return method
+    if isinstance(receiver, _MOVABLE):
+        return functools.partial(_METHOD_HELPERS[name], site, receiver)
+    return getattr(receiver, name)
+
+
+def _unbound(site: int, name: str, genuine):
+    helper = _METHOD_HELPERS[name]
+
+    @functools.wraps(genuine)
+    def method(obj, *args, **kwargs):
+        return helper(site, obj, *args, **kwargs)
+
+    return method
+
+
+_METHOD_REFERENCES: dict[tuple[int, str], object] = {}
 
 
 class _SuperModule:
@@ -582,3 +619,6 @@ KEYWORD_HELPERS = {
     "activities": activities,
     "use_device": use_device,
 }
+
+
+_METHOD_HELPERS = {"cuda": cuda, "to": to}

@@ -56,6 +56,10 @@ REWRITTEN_METHODS = {
     "get_device": "get_device",
     "compile": "module_compile",
 }
+#: methods read without being called (`map(torch.Tensor.cuda, batch)`, `partial(torch.Tensor.to,
+#: device="cuda")`, `move = model.cuda`): the reference is runtime.method_reference, which calls the
+#: same helper as the called form does.
+REFERENCED_METHODS = frozenset(("cuda", "to"))
 #: keyword -> runtime helper wrapping its value, in any call.
 REWRITTEN_KEYWORDS = {
     "device": "map_device",
@@ -111,6 +115,35 @@ def _names_torch(arguments: list) -> bool:
 SITE_MARK = 0x7470_5F73_6974_655F_0000_0000
 
 
+def _torch_names(tree: ast.Module) -> set[str]:
+    """Names bound in `tree` by `import torch...` and `from torch... import ...`."""
+    names = {"torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names
+                         if alias.name.partition(".")[0] == "torch")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").partition(".")[0] == "torch":
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """['torch', 'Tensor'] for `torch.Tensor`; None for anything but a dotted name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def _class_like(node: ast.expr) -> bool:
+    """A dotted name ending in a capitalised one (`torch.Tensor`, `nn.Module`, `MyNet`)."""
+    parts = _dotted(node)
+    return bool(parts) and parts[-1][:1].isupper()
+
+
 def _subprocess_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     """(names bound to the subprocess module, names bound to its SUBPROCESS_FUNCTIONS) in `tree`."""
     modules, functions = set(), set()
@@ -123,9 +156,11 @@ def _subprocess_names(tree: ast.Module) -> tuple[set[str], set[str]]:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, filename: str, subprocess_names: tuple[set[str], set[str]] = (set(), set())):
+    def __init__(self, filename: str, subprocess_names: tuple[set[str], set[str]] = (set(), set()),
+                 torch_names: frozenset[str] = frozenset({"torch"})):
         self.filename = filename
         self.subprocess_modules, self.subprocess_functions = subprocess_names
+        self.torch_names = torch_names
         self.count = 0
         #: (lineno, api) of each site, in the order of their marks; and the nodes holding them.
         self.sites: list[tuple[int, str]] = []
@@ -209,6 +244,11 @@ class _Rewriter(ast.NodeTransformer):
             helper = REWRITTEN_ATTRIBUTES[node.args[1].value]
             return self._helper_call("attribute_or", node, f"getattr(..., {node.args[1].value!r})",
                                      [ast.Constant(helper), node.args[0], *node.args[2:]])
+        if (isinstance(function, ast.Name) and name == "getattr" and len(node.args) == 2 and not node.keywords
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value in REFERENCED_METHODS):
+            # `getattr(torch.Tensor, "cuda")` is the reference `torch.Tensor.cuda`
+            return self._helper_call("method_reference", node, f"getattr(..., {node.args[1].value!r})",
+                                     [node.args[0], node.args[1]])
         rewritten = self._rewrite_call(node, function, name)
         if _names_torch(node.args):
             return self._helper("facade", [rewritten], node)
@@ -223,7 +263,8 @@ class _Rewriter(ast.NodeTransformer):
         if name in REWRITTEN_METHODS and receiver is not None \
                 and not (isinstance(receiver, ast.Name) and receiver.id in {"torch", "nn", "F"}):
             helper = REWRITTEN_METHODS[name]
-            if helper == "to" and node.args and not isinstance(node.args[0], ast.Starred) and not maps_keywords:
+            if helper == "to" and node.args and not isinstance(node.args[0], ast.Starred) and not maps_keywords \
+                    and not _class_like(receiver):  # `torch.Tensor.to(t, "cuda")`: the helper takes it whole
                 # `x.to(device, ...)`: map the first argument in place and keep the call as written
                 # (a dtype or a tensor passes through map_device unchanged).
                 node.args[0] = self._helper_call("map_device", node.args[0], ".to()", [node.args[0]])
@@ -250,7 +291,17 @@ class _Rewriter(ast.NodeTransformer):
         helper = REWRITTEN_ATTRIBUTES.get(node.attr)
         if helper is not None and isinstance(node.ctx, ast.Load) and not getattr(node, "torchport_callee", False):
             return self._helper_call(helper, node, f".{node.attr}", [node.value])
+        if node.attr in REFERENCED_METHODS and isinstance(node.ctx, ast.Load) \
+                and not getattr(node, "torchport_callee", False) and not self._names_torch_module(node.value):
+            return self._helper_call("method_reference", node, f".{node.attr} (referenced)",
+                                     [node.value, ast.Constant(node.attr)])
         return node
+
+    def _names_torch_module(self, node: ast.expr) -> bool:
+        """`torch`, `torch.backends` and kin (a module of torch, whose `.cuda` is a module): a dotted
+        name rooted at a torch import, not ending in a class-like name."""
+        parts = _dotted(node)
+        return bool(parts) and parts[0] in self.torch_names and not parts[-1][:1].isupper()
 
 
 def _describe_import(node: ast.stmt) -> str:
@@ -275,7 +326,7 @@ def _is_false(node: ast.AST) -> bool:
 
 def _rewritten(tree: ast.Module, filename: str) -> tuple[ast.Module, _Rewriter]:
     """`tree` rewritten in place, with the rewriter that holds its sites (marked, not yet registered)."""
-    rewriter = _Rewriter(filename, _subprocess_names(tree))
+    rewriter = _Rewriter(filename, _subprocess_names(tree), frozenset(_torch_names(tree)))
     tree = rewriter.visit(tree)
     ast.fix_missing_locations(tree)
     return tree, rewriter
