@@ -599,3 +599,37 @@ def test_compiled_application_code_with_autocast_and_cuda_queries_is_one_graph(p
     assert values["autocast_seen"] == [bf16, bf16]
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
     assert decisions["cuda autocast float16"].startswith("autocast bfloat16" if bf16 else "autocast off")
+
+
+def test_the_current_accelerator_names_a_device_type_as_torch_does(program):
+    # torch's current_accelerator() is device(type='cuda') on a GPU machine: DDP scripts written with
+    # PyTorch's device-generic API append the local rank to it ("emulated:0:0" was refused)
+    source = """
+    import os, torch
+    rank = int(os.environ.get("LOCAL_RANK", 0))
+    accelerator = torch.accelerator.current_accelerator()
+    device = torch.device(f"{accelerator}:{rank}")
+    x = torch.ones(2, device=device)
+    print("index=" + str(accelerator.index))
+    print("type=" + accelerator.type)
+    print("lands=" + str(x.device).split(":")[0])
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"index": "None", "type": "cuda", "lands": "emulated"}
+
+
+def test_a_cuda_generator_reads_the_target_as_its_device(program):
+    # diffusers-style samplers draw "on the generator's device"; the emulated device's random numbers
+    # come from host generators, and the generator's .device read the host's (the draw left the device)
+    source = """
+    import pickle, torch
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(3, generator=g, device=g.device)
+    print("lands=" + str(x.device).split(":")[0])
+    print("same_draw=" + str(x.cpu().tolist() == torch.randn(3, generator=torch.Generator().manual_seed(0)).tolist()))
+    print("generator=" + str(isinstance(g, torch.Generator)) + "," + type(pickle.loads(pickle.dumps(g))).__name__)
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"lands": "emulated", "same_draw": "True", "generator": "True,Generator"}

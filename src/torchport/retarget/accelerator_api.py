@@ -42,12 +42,14 @@ _FROM_CUDA = {
 
 
 def current_accelerator(check_available: bool = False):
-    """The application's "cuda" device (None, as torch's, when no device is visible and asked to check)."""
+    """The application's "cuda" device (None, as torch's, when no device is visible and asked to check):
+    the target's device type without an index, as torch's answer is (`device(type='cuda')`), so that
+    `f"{torch.accelerator.current_accelerator()}:{local_rank}"` names a device."""
     retarget = state.current()
     retarget.redirected("torch.accelerator.current_accelerator")
     if check_available and not retarget.visible():
         return None
-    return retarget.device(None)
+    return torch.device(retarget.device(None).type)
 
 
 class device_index:  # noqa: N801 - mirrors torch.accelerator.device_index

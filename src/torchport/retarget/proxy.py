@@ -75,8 +75,23 @@ def _construct_generator(device="cpu"):
     mapped = runtime.map_device(device)
     retarget = state.current()
     if _real_device(mapped).type == retarget.type:
-        mapped = retarget.backend.generator_device(mapped)
+        hosted = retarget.backend.generator_device(mapped)
+        if _real_device(hosted) != _real_device(mapped):
+            generator = _HostedGenerator(hosted)
+            generator._torchport_device = _real_device(mapped)
+            return generator
     return _real_generator(mapped)
+
+
+class _HostedGenerator(_real_generator):
+    """A generator for a target whose random numbers come from the host's generators (the emulated
+    devices): it is the host's, as torch needs, and its `.device` reads the target's, as a CUDA
+    generator's reads its GPU, so a draw made "on the generator's device" (`torch.randn(shape,
+    generator=g, device=g.device)`) lands on the target. It pickles as torch's Generator."""
+
+    @property
+    def device(self):
+        return self._torchport_device
 
 
 class DeviceFacade(metaclass=_MappedClassMeta):

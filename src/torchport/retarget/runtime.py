@@ -455,7 +455,7 @@ def device_index(site: int, obj):
         if ordinal is not False:
             _hit(site)
             return ordinal
-        if _rt.accelerator and obj.type == _rt.type:
+        if _rt.accelerator and obj.type == _rt.type and obj.index is not None:
             _hit(site)
             return _rt.ordinal_of(obj.index)
     return obj.index
