@@ -536,11 +536,14 @@ def test_an_fp16_autocast_around_a_model_cast_to_fp16_stays_fp16_under_auto(prog
     assert auto.values()["half_digest"] == keep.values()["half_digest"]
     assert auto.values()["float_dtype"] == "torch.bfloat16" and keep.values()["float_dtype"] == "torch.float16"
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "r.json").read_text())["decisions"]}
-    assert "GPT2LMHeadModel" in decisions["cuda autocast float16 around a float16 model"]
+    assert "its Embedding has float16 parameters" in decisions["cuda autocast float16 around a float16 model"]
 
 
 FULLGRAPH = """
 import json, torch, torch.nn as nn, torch.nn.functional as F
+torch._dynamo.config.error_on_recompile = True  # one graph, kept: every call below reuses it
+# the program's first tensor made on "cuda", in compiled code
+first = torch.compile(lambda n: torch.ones(n, device="cuda") * 2, fullgraph=True)(3)
 
 class Attention(nn.Module):
     def __init__(self):
@@ -550,6 +553,9 @@ class Attention(nn.Module):
         self.flash = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
 
     def forward(self, x):
+        if not x.is_cuda:
+            x = x.cuda()
+        x = x.to(torch.device("cuda"), non_blocking=True)
         q, k, v = self.qkv(x).split(16, dim=-1)
         if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
             bias = torch.zeros(x.shape[1], x.shape[1], device="cuda")
@@ -575,9 +581,16 @@ def step(x):
 
 compiled = torch.compile(step, fullgraph=True)
 (cy, cz, cinside), (y, z, inside) = compiled(x), step(x)  # compiled first: nothing asked before tracing
+for _ in range(3):
+    compiled(x)
+compiled_model = torch.compile(model, fullgraph=True)
+for _ in range(2):
+    with torch.autocast("cuda", dtype=torch.float16):  # nanoGPT's compiled model in its autocast context
+        compiled_model(x)
 print(json.dumps({"dtypes": [str(y.dtype), str(z.dtype)], "compiled_dtypes": [str(cy.dtype), str(cz.dtype)],
                   "equal": torch.allclose(y.float(), cy.float(), atol=1e-2) and torch.allclose(z.float(), cz.float(), atol=1e-2),
-                  "autocast_seen": [inside, cinside], "device": str(cy.device).split(":")[0], "flash": model.flash}))
+                  "autocast_seen": [inside, cinside], "device": str(cy.device).split(":")[0], "flash": model.flash,
+                  "first": first.tolist()}))
 """
 
 
@@ -585,8 +598,9 @@ print(json.dumps({"dtypes": [str(y.dtype), str(z.dtype)], "compiled_dtypes": [st
 def test_compiled_application_code_with_autocast_and_cuda_queries_is_one_graph(program, tmp_path, device, device_type):
     # torch.compile(fullgraph=True) of code entering CUDA autocast regions and asking torch.cuda
     # (is_available, get_device_capability, is_bf16_supported, get_device_properties, current_device),
-    # creating tensors on "cuda" and "cuda:N": one graph as on a GPU machine (it stopped at torchport's
-    # stand-ins, and on the emulated device at every factory)
+    # creating tensors and devices on "cuda" and "cuda:N", reading is_cuda: one graph as on a GPU
+    # machine, kept across calls (it stopped at torchport's stand-ins and torch.device, on the
+    # emulated device at every factory, and recompiled at every call on torchport's use counter)
     from torchport import backends
 
     result = program(FULLGRAPH, "--device", device, "--precision", "auto", "--report", "report.json")
@@ -596,9 +610,10 @@ def test_compiled_application_code_with_autocast_and_cuda_queries_is_one_graph(p
     expected = "torch.bfloat16" if bf16 else "torch.float32"
     assert values["dtypes"] == values["compiled_dtypes"] == [expected, expected]
     assert values["equal"] is True and values["device"] == device_type and values["flash"] is bf16
-    assert values["autocast_seen"] == [bf16, bf16]
+    assert values["autocast_seen"] == [bf16, bf16] and values["first"] == [2.0, 2.0, 2.0]
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
     assert decisions["cuda autocast float16"].startswith("autocast bfloat16" if bf16 else "autocast off")
+    assert "global hooks" not in result.stderr  # torch's warning about torchport's watch (see amp._FollowModel)
 
 
 def test_the_current_accelerator_names_a_device_type_as_torch_does(program):
@@ -633,3 +648,59 @@ def test_a_cuda_generator_reads_the_target_as_its_device(program):
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"lands": "emulated", "same_draw": "True", "generator": "True,Generator"}
+
+
+FP16_TEACHER = """
+import threading, torch, torch.nn as nn
+torch.manual_seed(0)
+# distillation from a teacher held in fp16, behind an fp32 projector that runs first in the region
+teacher = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)).cuda().half().eval()
+projector, student = nn.Linear(8, 8).cuda(), nn.Linear(8, 4).cuda()
+optimizer = torch.optim.SGD(list(projector.parameters()) + list(student.parameters()), lr=0.1)
+scaler = torch.cuda.amp.GradScaler()
+x = torch.randn(16, 8, device="cuda")
+for step in range(2):
+    with torch.autocast("cuda", dtype=torch.float16):
+        h = projector(x)
+        with torch.no_grad():
+            target = teacher(h.half())
+        logits = student(h)
+        loss = ((logits.float() - target.float()) ** 2).mean() * 1e-6  # fp16 gradients underflow unscaled
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+print("student=" + str(logits.dtype))
+print("trained=" + str(int((student.weight.grad != 0).sum())))
+print("scaler=" + str(scaler.is_enabled()))
+
+# one autocast used as a decorator by the threads of a server
+@torch.autocast("cuda", dtype=torch.float16)
+def infer(inputs):
+    return teacher(inputs)
+
+errors, dtypes = [], set()
+def serve():
+    for _ in range(10):
+        try:
+            dtypes.add(str(infer(torch.randn(2, 8, device="cuda").half()).dtype))
+        except RuntimeError as error:
+            errors.append(error)
+threads = [threading.Thread(target=serve) for _ in range(4)]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+print("served=" + str(len(errors)) + "," + ",".join(sorted(dtypes)))
+"""
+
+
+def test_an_fp16_model_met_later_in_a_region_keeps_it_fp16_and_its_gradients_scaled(program):
+    # the region follows the first module holding fp16 parameters, not just the first module (an fp32
+    # projector ran first, and the fp16 teacher's LayerNorm then refused bf16 activations); once fp16
+    # is kept, the GradScaler the policy had turned off scales again (the student trained on zeros);
+    # an autocast decorator shared by threads watches each thread's region (most calls crashed)
+    auto = program(FP16_TEACHER, "--device", "neuron-emulated", "--precision", "auto")
+    assert auto.returncode == 0, auto.stderr[-3000:]
+    keep = program(FP16_TEACHER, "--device", "neuron-emulated", "--precision", "keep")
+    assert keep.returncode == 0, keep.stderr[-3000:]
+    assert auto.values() == keep.values() == {"student": "torch.float16", "trained": "32", "scaler": "True",
+                                              "served": "0,torch.float16"}

@@ -572,16 +572,21 @@ def test_training_arguments_tf32_alone_is_a_reported_no_op(program, tmp_path):
 # HF's example scripts (run_clm.py and kin): TrainingArguments from the command line or a JSON file
 # through HfArgumentParser, often an application subclass of them, and Trainer saves them with torch.save
 PARSED_ARGUMENTS = """
-import dataclasses, sys, torch
+import copy, dataclasses, sys, torch
 from transformers import (GPT2Config, GPT2LMHeadModel, HfArgumentParser, Seq2SeqTrainingArguments, Trainer,
                           TrainingArguments)
 import myargs
 parser = HfArgumentParser((myargs.ModelArguments, myargs.MyTrainingArguments))
 if sys.argv[1].endswith(".json"):
     model_args, args = parser.parse_json_file(sys.argv[1])
+elif sys.argv[1] == "code":  # the application's subclass built in the code (LLaVA/FastChat-style)
+    model_args = myargs.ModelArguments(model_name="gpt")
+    args = myargs.MyTrainingArguments(output_dir="out", per_device_train_batch_size=4, max_steps=1, report_to=[],
+                                      save_strategy="no", fp16=True, tf32=True, warm_start=True)
 else:
     model_args, args = parser.parse_args_into_dataclasses()
 print("kind=" + type(args).__name__ + "," + str(isinstance(args, Seq2SeqTrainingArguments)))
+print("copies=" + str(copy.deepcopy(args) == args and type(copy.copy(args)) is myargs.MyTrainingArguments))
 print("own_field=" + str(args.warm_start) + "," + model_args.model_name)
 print("tf32=" + str(args.tf32))
 copied = dataclasses.replace(args, max_steps=2)
@@ -609,11 +614,13 @@ class MyTrainingArguments(Seq2SeqTrainingArguments):
 
 
 @pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
-@pytest.mark.parametrize("source", ["command_line", "json"])
+@pytest.mark.parametrize("source", ["command_line", "json", "code"])
 def test_training_arguments_parsed_by_hf_argument_parser_are_steered(program, tmp_path, source):
     # `--fp16 --tf32 True` from the command line (or a JSON file) is the same request as
     # TrainingArguments(fp16=True, tf32=True) in the code: tf32 stopped the run in transformers'
-    # own check ("--tf32 requires Ampere"), and fp16 ran in fp32 outside the precision policy
+    # own check ("--tf32 requires Ampere"), and fp16 ran in fp32 outside the precision policy; so
+    # is the application's own subclass built in its code (it was not steered); the arguments are
+    # the application's class (equal to their copies, which they were not)
     from torchport.backends.cpu import has_native_bf16
 
     (tmp_path / "myargs.py").write_text(MYARGS)
@@ -622,6 +629,8 @@ def test_training_arguments_parsed_by_hf_argument_parser_are_steered(program, tm
     if source == "json":
         (tmp_path / "args.json").write_text(json.dumps(given))
         args = ["args.json"]
+    elif source == "code":
+        args = ["code"]
     else:
         args = ["--output_dir", "out", "--per_device_train_batch_size", "4", "--max_steps", "1", "--report_to",
                 "none", "--save_strategy", "no", "--fp16", "--tf32", "True", "--warm_start", "--model_name", "gpt"]
@@ -630,6 +639,7 @@ def test_training_arguments_parsed_by_hf_argument_parser_are_steered(program, tm
     assert result.returncode == 0, result.stderr[-3000:]
     values = result.values()
     assert values["kind"] == "MyTrainingArguments,True" and values["own_field"] == "True,gpt"
+    assert values["copies"] == "True"
     assert values["tf32"] == "None"
     bf16 = has_native_bf16()
     assert values["mixed_precision"] == ("bf16" if bf16 else "no")

@@ -49,7 +49,8 @@ def current_accelerator(check_available: bool = False):
     retarget.redirected("torch.accelerator.current_accelerator")
     if check_available and not retarget.visible():
         return None
-    return torch.device(retarget.device(None).type)
+    device = retarget.device(None)
+    return device if device.index is None else torch.device(device.type)
 
 
 class device_index:  # noqa: N801 - mirrors torch.accelerator.device_index

@@ -93,62 +93,101 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
 
 
 class _FollowModel:
-    """An fp16 autocast region that the auto policy runs in the target's preferred precision, around a
-    model the application holds in float16 itself (`.half()`, `torch_dtype=torch.float16`): the
+    """fp16 autocast regions that the auto policy runs in the target's preferred precision, around a
+    model the application holds in float16 itself (`.half()`, `torch_dtype=torch.float16`): such a
     region stays float16, as written.
 
     The policy replaces CUDA's float16 to compute float32 data in the target's reduced precision; a
     model already in float16 has no float32 data to lower, and casting its float16 weights to bfloat16
-    would mix the two in the region's float32 layers (normalisations), which the CPU refuses. The
-    first module with floating-point parameters that runs in the region (in the thread that entered
-    it) decides; the region's dtype is then set as a nested autocast would set it, and restored with
-    the region on exit.
+    would mix the two in the region's float32 layers (normalisations), which the CPU refuses. Each
+    module with floating-point parameters of its own that runs in such a region (in the thread that
+    entered it, while the region's autocast is on) is asked: the first holding float16 ones sets the
+    region's dtype to float16, as a nested autocast would set it (restored with the region on exit),
+    and from then on the GradScalers the policy turned off scale again (`GradScaler.scale`): float16
+    gradients underflow without them. What runs before that module is computed in the lowered dtype.
+
+    The question is asked by one forward pre-hook for every module, registered at the first such
+    region and kept (so that code torch.compile traced with it stays valid: the hook does nothing in
+    traced code), doing nothing outside these regions; the regions each thread is in are its own.
+    torch warns about global hooks whenever a `torch.compile(module)` is called, which a GPU machine
+    does not do for this program: that warning is filtered from then on.
     """
 
     def __init__(self, device_type: str, lowered: torch.dtype):
         self.device_type = device_type
         self.lowered = lowered
-        self.thread = threading.get_ident()
-        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self)
+        self.decided = False
 
-    def __call__(self, module, args):
-        if threading.get_ident() != self.thread:
+    @staticmethod
+    def ask(module, args):
+        """The forward pre-hook."""
+        if torch.compiler.is_compiling():
             return None
-        parameter = next((p for p in module.parameters() if p.is_floating_point()), None)
-        if parameter is None:
+        regions = _OPEN.regions
+        if not regions:
             return None
-        self.remove()
-        if (parameter.dtype is torch.float16 and torch.is_autocast_enabled(self.device_type)
-                and torch.get_autocast_dtype(self.device_type) is self.lowered):
-            torch.set_autocast_dtype(self.device_type, torch.float16)
-            retarget = state.current()
-            retarget.decide("cuda autocast float16 around a float16 model",
-                            f"autocast float16 on {retarget.backend.name}: the application holds the model "
-                            f"in float16 itself ({type(module).__name__}), so the region stays as written")
+        region = regions[-1]
+        if region.decided:
+            return None
+        for parameter in module._parameters.values():
+            if parameter is not None and parameter.is_floating_point():
+                break
+        else:
+            return None
+        if (parameter.dtype is not torch.float16 or not torch.is_autocast_enabled(region.device_type)
+                or torch.get_autocast_dtype(region.device_type) is not region.lowered):
+            return None
+        region.decided = True
+        torch.set_autocast_dtype(region.device_type, torch.float16)
+        _FP16_KEPT.append(type(module).__name__)
+        retarget = state.current()
+        retarget.decide("cuda autocast float16 around a float16 model",
+                        f"autocast float16 on {retarget.backend.name}: the application holds a model in float16 "
+                        f"itself (its {type(module).__name__} has float16 parameters), so the region stays as "
+                        "written from there")
         return None
 
-    def remove(self) -> None:
-        self.handle.remove()
+
+class _OpenRegions(threading.local):
+    def __init__(self):
+        self.regions: list[_FollowModel] = []
+
+
+_OPEN = _OpenRegions()
+_HOOK_LOCK = threading.Lock()
+_HOOK: list = []
+_COMPILED_MODULE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+#: modules whose float16 parameters kept an fp16 region fp16 (the GradScalers the policy turned off
+#: scale again from then on, and compiled regions stay fp16)
+_FP16_KEPT: list[str] = []
 
 
 def _enter_following(autocast_region) -> None:
     """On entering a region whose float16 the policy replaced: watch for a float16 model."""
     if autocast_region.__dict__.get("_torchport_follows"):
-        watch = _FollowModel(autocast_region.device, autocast_region.fast_dtype)
-        autocast_region.__dict__.setdefault("_torchport_watches", []).append(watch)
+        if not _HOOK:
+            with _HOOK_LOCK:
+                if not _HOOK:
+                    warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING, category=UserWarning)
+                    _HOOK.append(torch.nn.modules.module.register_module_forward_pre_hook(_FollowModel.ask))
+        _OPEN.regions.append(_FollowModel(autocast_region.device, autocast_region.fast_dtype))
 
 
 def _exit_following(autocast_region) -> None:
-    watches = autocast_region.__dict__.get("_torchport_watches")
-    if watches:
-        watches.pop().remove()
+    if autocast_region.__dict__.get("_torchport_follows") and _OPEN.regions:
+        _OPEN.regions.pop()
 
 
 @torch.compiler.assume_constant_result
 def _compiled_region(device_type: str, dtype, enabled: bool):
     """The (device_type, dtype, enabled) of a CUDA autocast in code torch.compile traces: computed (and
-    recorded) once, at trace time; the compiled code holds the genuine autocast with them."""
-    return _target_autocast(device_type, dtype, enabled)[:3]
+    recorded) once, at trace time; the compiled code holds the genuine autocast with them. A region
+    that would follow a float16 model stays float16 once the program has run one (`_FollowModel`
+    cannot ask the modules of traced code)."""
+    device_type, dtype, enabled, follows = _target_autocast(device_type, dtype, enabled)
+    if follows and _FP16_KEPT:
+        dtype = torch.float16
+    return device_type, dtype, enabled
 
 
 class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # noqa: N801 - mirrors torch
@@ -156,8 +195,7 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
 
     A subclass of the genuine class: context manager, decorator, isinstance and subclassing as in
     PyTorch. In a function torch.compile traces, the stand-in itself gives the genuine autocast for
-    the target, which the compiler puts in the graph as it does on a GPU machine (the region does not
-    follow a float16 model there: _FollowModel runs in eager code).
+    the target, which the compiler puts in the graph as it does on a GPU machine (`_compiled_region`).
     """
 
     def __new__(cls, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
@@ -268,6 +306,32 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
             self._torchport_kept = {"scale": float(init_scale), "growth_factor": float(growth_factor),
                                     "backoff_factor": float(backoff_factor), "growth_interval": int(growth_interval),
                                     "_growth_tracker": 0}
+
+    def scale(self, outputs):
+        if _FP16_KEPT and getattr(self, "_torchport_kept", None) is not None:
+            self._scale_again()
+        return super().scale(outputs)
+
+    def _scale_again(self) -> None:
+        """A scaler the auto policy turned off, once an fp16 region stayed fp16 around a model the
+        application holds in fp16 (`_FollowModel`): on again, from the state it kept (a GPU's
+        scaler's at the start), as it would be under --precision keep."""
+        kept, self._torchport_kept = self._torchport_kept, None
+        retarget = state.current()
+        self._enabled = True
+        self._init_scale = kept["scale"]
+        self._scale = None
+        self._growth_factor = kept["growth_factor"]
+        self._backoff_factor = kept["backoff_factor"]
+        self._growth_interval = kept["growth_interval"]
+        self._init_growth_tracker = kept["_growth_tracker"]
+        self._growth_tracker = None
+        self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
+        self._torchport_neutral = not retarget.backend.supports_grad_scaler
+        how = _neutral(retarget.backend.name) if self._torchport_neutral else f"on {retarget.type}"
+        retarget.decide("GradScaler around a float16 model",
+                        f"enabled again: an fp16 autocast region stayed fp16 around a model the application holds "
+                        f"in float16 ({_FP16_KEPT[0]}), whose gradients underflow without it; {how}")
 
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
         if not getattr(self, "_torchport_neutral", False):

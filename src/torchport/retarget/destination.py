@@ -20,6 +20,8 @@ import importlib.metadata
 import re
 import sys
 
+import torch
+
 from torchport.retarget import state
 
 __all__ = ["leaves_application", "module_of", "depends_on_torch", "forget"]
@@ -75,8 +77,17 @@ def leaves_application(function):
     try:
         return _DECIDED[module]
     except KeyError:
+        if torch.compiler.is_compiling():  # what the compiler guards on stays as it read it
+            return _decided_at_trace_time(module)
         decided = _DECIDED[module] = _decide(module)
         return decided
+
+
+@torch.compiler.assume_constant_result
+def _decided_at_trace_time(module: str | None):
+    """The decision for a module first met in code torch.compile traces: made at trace time and held
+    as a constant (the metadata it reads is not the program's code)."""
+    return _decide(module)
 
 
 def forget() -> None:

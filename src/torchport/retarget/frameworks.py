@@ -237,11 +237,10 @@ def steered_arguments_class(cls: type, site: int) -> type:
     dataclass deriving from it) whose construction is steered as `TrainingArguments(...)` written
     in the application is (`training_arguments_keywords`): transformers' parser fills every field,
     so a value equal to its field's default is taken as not given (as when the application leaves
-    the keyword out). It is `cls` to isinstance, dataclasses (`fields`, `replace`, `asdict`) and
-    pickling (an instance pickles as `cls`: a saved `training_args.bin` loads without torchport)."""
+    the keyword out). What it makes is an instance of `cls` itself, so equality, copies and pickles
+    are those of `cls` (a saved `training_args.bin` loads without torchport); the parser reads the
+    fields `cls` has."""
     import dataclasses
-
-    from torchport.retarget.standin import StandIn, reduce_as_genuine
 
     key = (cls, site)
     if key in _STEERED_CLASSES:
@@ -249,17 +248,19 @@ def steered_arguments_class(cls: type, site: int) -> type:
     defaults = {field.name: field.default for field in dataclasses.fields(cls)
                 if field.init and field.default is not dataclasses.MISSING}
 
-    def __init__(self, *args, **kwargs):
+    def __new__(steered_class, *args, **kwargs):
         given = {name: value for name, value in kwargs.items()
                  if not (name in defaults and type(value) in (bool, type(None)) and value is defaults[name])}
         defaulted = {name: value for name, value in kwargs.items() if name not in given}
         if any(name in given for name in _TRAINING_ARGUMENTS_STEERED):
             training_arguments_keywords(given, site)
-        cls.__init__(self, *args, **{**defaulted, **given})
+        instance = cls.__new__(cls)
+        cls.__init__(instance, *args, **{**defaulted, **given})
+        return instance  # not of the steered class: Python does not run __init__ again
 
-    namespace = {"__init__": __init__, "__reduce_ex__": reduce_as_genuine, "__module__": cls.__module__,
-                 "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
-    steered = StandIn(cls.__name__, (cls,), namespace, genuine=cls)
+    namespace = {"__new__": __new__, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                 "__doc__": cls.__doc__}
+    steered = type(cls)(cls.__name__, (cls,), namespace)
     _STEERED_CLASSES[key] = steered
     return steered
 

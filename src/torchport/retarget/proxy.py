@@ -32,16 +32,19 @@ def _facade_module(real: types.ModuleType, overrides: dict) -> types.ModuleType:
 
 
 class _MappedClassMeta(type):
-    """Metaclass of stand-ins for torch classes: isinstance and construction go to the real class."""
+    """Metaclass of stand-ins for torch classes that cannot be subclassed: isinstance goes to the real
+    class; construction (`__new__` of the stand-in) gives an instance of the real class."""
 
     def __instancecheck__(cls, instance) -> bool:
         return isinstance(instance, cls._torchport_real)
 
     def __subclasscheck__(cls, subclass) -> bool:
+        if torch.compiler.is_compiling():
+            # torch.compile asks, as CPython's `type.__call__` does, whether what `__new__` gave is of
+            # the class itself (to run its `__init__`): the class's own answer (see standin.StandIn;
+            # these stand-ins have no subclasses)
+            return subclass is cls
         return issubclass(subclass, cls._torchport_real)
-
-    def __call__(cls, *args, **kwargs):
-        return cls._torchport_construct(*args, **kwargs)
 
 
 def _construct_device(*args, **kwargs):
@@ -98,12 +101,27 @@ class DeviceFacade(metaclass=_MappedClassMeta):
     """`torch.device` in application code: 'cuda' means the target."""
 
     _torchport_real = _real_device
-    _torchport_construct = staticmethod(_construct_device)
+
+    def __new__(cls, *args, **kwargs):
+        if torch.compiler.is_compiling():
+            return _real_device(_device_name(*args, **kwargs))
+        return _construct_device(*args, **kwargs)
+
+
+@torch.compiler.assume_constant_result
+def _device_name(*args, **kwargs) -> str:
+    """The name of the device `torch.device(*args, **kwargs)` makes, in code torch.compile traces: made
+    at trace time and held as a constant."""
+    return str(_construct_device(*args, **kwargs))
 
 
 class GeneratorFacade(metaclass=_MappedClassMeta):
+    """`torch.Generator` in application code: 'cuda' means the target."""
+
     _torchport_real = _real_generator
-    _torchport_construct = staticmethod(_construct_generator)
+
+    def __new__(cls, *args, **kwargs):
+        return _construct_generator(*args, **kwargs)
 
 
 def _set_default_device(device):

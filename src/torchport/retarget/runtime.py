@@ -67,18 +67,14 @@ _PackedSequence = torch.nn.utils.rnn.PackedSequence
 #: what `.cuda()` / `.to()` move: their unbound forms and references are the called ones
 _MOVABLE = (_Tensor, _Module, _PackedSequence)
 _Storages = (torch.UntypedStorage, torch.TypedStorage)
-#: The active Retarget's cache of mapped device strings (bound by `bind`).
-_mapped_strings: dict[str, str] = {}
 
 
 def bind(retarget: Retarget | None) -> None:
-    global _rt, _mapped_strings
+    global _rt
     _rt = retarget
     destination.forget()
     if retarget is not None:
         retarget.recorder.site_table = (SITES, HITS)
-        # The retarget's own cache of mapped strings, read here without a method call.
-        _mapped_strings = retarget.mapped_strings
 
 
 #: id(real torch module) -> the facade the application sees; module name -> facade.
@@ -182,15 +178,20 @@ def register_site(filename: str, lineno: int, api: str) -> int:
     return len(SITES) - 1
 
 
+@torch.compiler.assume_constant_result
 def _hit(site: int) -> None:
+    """Count a use of a rewritten site. In code torch.compile traces, counted once, at trace time: a
+    count the compiled code read and wrote would be a value its guards check, changed by every call
+    (a recompilation each time)."""
     HITS[site] += 1
 
 
 @torch.compiler.assume_constant_result
 def _target_string(value: str) -> str:
     """The target's string for a CUDA one; in a function torch.compile traces, answered at trace time
-    and held as a constant (the device's own code, which answers it, is not the program's)."""
-    return _rt.target_string(value)
+    and held as a constant (the device's own code, which answers it, is not the program's, and the
+    cache of answers is not a value of the program to guard on)."""
+    return _rt.map_string(value)
 
 
 @torch.compiler.assume_constant_result
@@ -203,23 +204,19 @@ def map_device(value, site: int | None = None):
     """'cuda', 'cuda:N', torch.device('cuda', N) or an int ordinal -> the target; else unchanged."""
     value_type = value.__class__
     if value_type is str:
-        mapped = _mapped_strings.get(value)
-        if mapped is None:
-            mapped = _target_string(value)
-            if not torch.compiler.is_compiling():  # what the compiler guards on stays as it read it
-                _mapped_strings[value] = mapped
+        mapped = _target_string(value)
         if site is not None and mapped != value:
-            HITS[site] += 1
+            _hit(site)
         return mapped
     if value_type is _device_type:
         if value.type != "cuda":
             return value
         if site is not None:
-            HITS[site] += 1
+            _hit(site)
         return _target_device(value.index)
     if value_type is int:
         if site is not None:
-            HITS[site] += 1
+            _hit(site)
         return _target_device(value)
     return value
 
@@ -243,6 +240,10 @@ def call(function, site: int, *args, **kwargs):
             frameworks.framework_keywords(function, kwargs, site)
         if where is not True:  # a library taking only some device types (destination._ADAPTERS)
             return where(function, site, args, kwargs)
+    elif kwargs and not _SPECIAL_KEYWORDS.isdisjoint(kwargs) and isinstance(function, type):
+        # the application's own subclass of a framework's class (`class MyArgs(TrainingArguments)`):
+        # the values reach the framework through the class it derives from
+        frameworks.framework_keywords(function, kwargs, site)
     return function(*args, **kwargs)
 
 
@@ -390,7 +391,7 @@ def tensor_type(site: int, obj, *args, **kwargs):
         name = obj.type()
         if obj.device.type != _rt.type or _rt.type == "cuda":
             return name
-        HITS[site] += 1
+        _hit(site)
         return ("torch.cuda.sparse." if obj.is_sparse else "torch.cuda.") + name.rsplit(".", 1)[-1]
     wanted = args[0] if args else kwargs["dtype"]
     if not isinstance(wanted, str):
@@ -398,7 +399,7 @@ def tensor_type(site: int, obj, *args, **kwargs):
     dtype = cuda_api.LEGACY_TENSOR_TYPES.get(wanted)
     if dtype is None:
         return obj.type(*args, **kwargs)
-    HITS[site] += 1
+    _hit(site)
     return obj.to(device=_rt.device(), dtype=dtype, non_blocking=kwargs.get("non_blocking", False))
 
 
@@ -561,7 +562,7 @@ def _optimizer_flag(site: int, value, capability: str, topic: str, why: str):
     """An optimizer's `flag=True` the target's profile says it cannot honour: turned off, reported."""
     if value is not True or getattr(_rt.backend, capability, True):
         return value
-    HITS[site] += 1
+    _hit(site)
     _rt.decide(topic, f"{why.format(target=_rt.backend.name)} (its profile says so)", kind="adapted")
     return False
 
@@ -588,7 +589,7 @@ def _device_keyword(site: int, value):
 def device_type_keyword(site: int, value):
     """`device_type="cuda"` (init_device_mesh, DeviceMesh, torch.Stream, ...): the target's device type."""
     if value.__class__ is str and value == "cuda":
-        HITS[site] += 1
+        _hit(site)
         return _rt.type
     return value
 

@@ -117,20 +117,18 @@ class Retarget:
         return visible.index(index) if index in visible else index
 
     def map_string(self, value: str) -> str:
-        """'cuda' / 'cuda:N' -> the target's string; anything else unchanged (remembered)."""
+        """'cuda' / 'cuda:N' -> the target's string; anything else unchanged."""
         try:
             return self.mapped_strings[value]
         except KeyError:
-            mapped = self.mapped_strings[value] = self.target_string(value)
+            match = _CUDA_STRING.match(value.strip())
+            if match is None:
+                mapped = value
+            else:
+                index = match.group(1)
+                mapped = str(self.device(int(index) if index is not None else None))
+            self.mapped_strings[value] = mapped
             return mapped
-
-    def target_string(self, value: str) -> str:
-        """What map_string answers, without remembering it."""
-        match = _CUDA_STRING.match(value.strip())
-        if match is None:
-            return value
-        index = match.group(1)
-        return str(self.device(int(index) if index is not None else None))
 
     def index(self, ordinal: int) -> int | None:
         """The target device index for CUDA ordinal `ordinal` (None on the CPU)."""
