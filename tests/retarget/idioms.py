@@ -643,6 +643,11 @@ IDIOMS = [
      "import torch\nmodel = torch.nn.Linear(2, 2)\nmove = model.cuda\nmove()\n"
      "result = (next(model.parameters()).is_cuda, getattr(torch.Tensor, 'cuda')(torch.ones(1)).is_cuda)",
      "result = (True, True)"),
+    # a batch container of the project with its own cuda()/to() (detection and RL code)
+    ("own_cuda_method_gets_the_arguments_as_written",
+     "class Batch:\n    def cuda(self, device=None):\n        return ('cuda', device)\n"
+     "result = (Batch().cuda(0), Batch().cuda(), Batch().cuda(device='cuda:1'))",
+     None),
     ("to_attribute_of_other_objects_kept",
      "import torch\nclass Route:\n    to = 'home'\nresult = (Route.to, Route().to, torch.cuda.is_available())",
      "result = ('home', 'home', True)"),

@@ -163,3 +163,35 @@ def test_a_device_the_parent_made_from_a_cuda_name_reaches_a_child_as_cuda(tmp_p
     result = _run(tmp_path, DEVICE_TO_CHILD_APP, ["-m", "torchport", "run", "--device", "cpu", "app.py", method])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["process cuda:0:True:True", "loader ['cuda:0:True', 'cuda:0:True']"]
+
+
+SPAWNED_WORKERS_APP = """\
+import torch
+import torch.multiprocessing as mp
+
+
+def worker(rank):
+    x = torch.ones(2, device="cuda") * rank
+    y = x.cuda().sum()
+    print("worker", rank, y.item(), x.is_cuda)
+
+
+if __name__ == "__main__":
+    torch.cuda.is_available()
+    mp.spawn(worker, nprocs=2)
+"""
+
+
+def test_the_report_covers_the_children_mp_spawn_started(tmp_path):
+    # PyTorch's DDP tutorial starts its ranks with mp.spawn: the report held the parent's one usage
+    import json
+
+    result = _run(tmp_path, SPAWNED_WORKERS_APP,
+                  ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json", "app.py"])
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["worker 0 0.0 True", "worker 1 2.0 True"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
+    assert counts[("device=", 6)] == 2 and counts[(".cuda()", 7)] == 2
+    assert counts[("torch.cuda.is_available", 12)] == 1
+    assert report["child_processes"] == 2

@@ -162,3 +162,19 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
         index = (0, 1) if device_type != "cpu" else (None, None)
         assert seen == {"rank0": f"(2, 0, 32, True, '{device_type}', (0, 0, {index[0]}))",
                         "rank1": f"(2, 1, 32, False, '{device_type}', (1, 1, {index[1]}))"}
+
+
+def test_a_warning_shown_once_per_line_stays_shown_once(program):
+    # Python shows a warning once per line under its default filter; a filter torchport added at
+    # the program's first autocast region made it forget, so the program's own warnings showed again
+    source = """
+    import warnings, torch
+    model = torch.nn.Linear(4, 4).cuda()
+    for step in range(3):
+        warnings.warn("checkpoint directory exists")
+        with torch.autocast("cuda", dtype=torch.float16):
+            model(torch.randn(2, 4, device="cuda"))
+    """
+    retargeted = program(source, "--device", "neuron-emulated", "--precision", "auto")
+    assert retargeted.returncode == 0, retargeted.stderr[-2000:]
+    assert retargeted.stderr.count("UserWarning: checkpoint directory exists") == 1, retargeted.stderr[-2000:]

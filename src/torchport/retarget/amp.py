@@ -110,7 +110,7 @@ class _FollowModel:
     region and kept (so that code torch.compile traced with it stays valid: the hook does nothing in
     traced code), doing nothing outside these regions; the regions each thread is in are its own.
     torch warns about global hooks whenever a `torch.compile(module)` is called, which a GPU machine
-    does not do for this program: that warning is filtered from then on.
+    does not do for this program: that warning is filtered (`prepare`, at activation).
     """
 
     def __init__(self, device_type: str, lowered: torch.dtype):
@@ -168,9 +168,18 @@ def _enter_following(autocast_region) -> None:
         if not _HOOK:
             with _HOOK_LOCK:
                 if not _HOOK:
-                    warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING, category=UserWarning)
                     _HOOK.append(torch.nn.modules.module.register_module_forward_pre_hook(_FollowModel.ask))
         _OPEN.regions.append(_FollowModel(autocast_region.device, autocast_region.fast_dtype))
+
+
+def prepare(retarget) -> None:
+    """At activation, where the policy may run fp16 regions in another precision (`_FollowModel`):
+    torch's warning about global hooks is filtered now, before the application warns anything (a
+    filter added later makes Python forget which warnings it has shown once per line, so the
+    application's would show again)."""
+    lowered = effective_dtype(torch.float16)
+    if retarget.precision == "auto" and lowered not in (None, torch.float16):
+        warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING, category=UserWarning)
 
 
 def _exit_following(autocast_region) -> None:

@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import device_values, frameworks, proxy, runtime, spawn, state, torchscript
+from torchport.retarget import amp, device_values, frameworks, proxy, runtime, spawn, state, torchscript
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, application_roots
 
@@ -86,6 +86,7 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     _widen(retarget, scope)
     state.set_current(retarget)
     runtime.bind(retarget)
+    amp.prepare(retarget)
     for note in backend.on_activate():
         retarget.decide(f"{backend.name} setup", note, kind="device")
     frameworks.steer(retarget)
@@ -122,6 +123,7 @@ def finish(retarget: state.Retarget) -> None:
     if retarget.finished:
         return
     retarget.finished = True
+    spawn.collect_children(retarget.recorder)
     if retarget.report_path:
         retarget.recorder.write(retarget.report_path)
     retarget.recorder.print_summary()

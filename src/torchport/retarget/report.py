@@ -59,6 +59,8 @@ class Recorder:
     #: A Python child the application started (`torchport run --child`): its stderr is the application's
     #: (captured, parsed), so the exit summary is not printed there; the parent's report names the child.
     silent: bool = False
+    #: Spawned child processes whose records were added (`absorb`).
+    children: int = 0
 
     def add(self, category: str, site: Site, message: str = "") -> None:
         key = (category, site)
@@ -93,6 +95,28 @@ class Recorder:
                     counts[(REDIRECTED, site)] += count
         return counts
 
+    def export(self) -> dict:
+        """What `absorb` takes: the counts per site and the decisions, as JSON values."""
+        counts = self.all_counts()
+        return {
+            "counts": [[category, site.filename, site.lineno, site.api, count, self.messages.get((category, site), "")]
+                       for (category, site), count in counts.items()],
+            "decisions": [[topic, decision, self.decision_kinds.get(topic, "precision"),
+                           list(self.decision_modules.get(topic, ()))] for topic, decision in self.decisions.items()],
+            "children": self.children,
+        }
+
+    def absorb(self, data: dict) -> None:
+        """Add another process's records (a spawned child's `export`) to this one's."""
+        for category, filename, lineno, api, count, message in data.get("counts", ()):
+            key = (category, Site(filename, lineno, api))
+            self.counts[key] += count
+            if message and key not in self.messages:
+                self.messages[key] = message
+        for topic, decision, kind, modules in data.get("decisions", ()):
+            self.decide(topic, decision, kind, tuple(modules))
+        self.children += 1 + data.get("children", 0)
+
     def to_dict(self) -> dict:
         events: dict[str, list[dict]] = {REDIRECTED: [], NOOP: [], UNSUPPORTED: []}
         counts = self.all_counts()
@@ -123,6 +147,7 @@ class Recorder:
                           for topic, decision in self.decisions.items() if self._reported(topic)],
             "scope": [{"root": root, "why": why} for root, why in self.scope.items()],
             "not_in_scope": list(self.not_in_scope),
+            "child_processes": self.children,
             **({} if self.compiled_models is None else
                {"compile": [{"model": name, **report.to_dict()} for name, report in self.compiled_models]}),
         }
@@ -149,6 +174,7 @@ class Recorder:
             f"torchport: {self.source} -> {self.target}: {redirected} CUDA usage(s) redirected "
             f"at {sites} site(s); {len(data['noops'])} no-op site(s); "
             f"{len(data['unsupported'])} unsupported site(s)"
+            + (f" (with {self.children} spawned child process(es))" if self.children else "")
         ]
         for entry in data["unsupported"][:5]:
             lines.append(f"  unsupported: {entry['api']} at {entry['site']}: {entry.get('message', '')}")

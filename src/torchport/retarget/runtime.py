@@ -290,21 +290,22 @@ def to(site: int, obj, *args, **kwargs):
     return obj.to(*args, **kwargs)
 
 
-def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
+def cuda(site: int, obj, *args, **kwargs):
     """`obj.cuda(device)` -> `obj.to(target)` for tensors, modules and packed sequences. A module whose
     class (in the application) overrides `cuda()` runs its override, whose own `.cuda()` calls come
     back here (`super().cuda(device)` moves the module); the unbound spelling
-    `torch.nn.Module.cuda(model, 0)` is the bound one."""
-    if isinstance(obj, type) and issubclass(obj, (_Tensor, _Module)) and isinstance(device, obj):
-        # `Module.cuda(model[, device])`: the instance came as `device`, the device as `non_blocking`
-        return cuda(site, device, None if non_blocking is False else non_blocking, **kwargs)
+    `torch.nn.Module.cuda(model, 0)` is the bound one. Any other object's `cuda` gets the arguments
+    as written."""
+    if isinstance(obj, type) and issubclass(obj, (_Tensor, _Module)) and args and isinstance(args[0], obj):
+        return cuda(site, *args, **kwargs)  # `Module.cuda(model[, device])`
     if isinstance(obj, super) and isinstance(obj.__self__, _Module):
         method = obj.cuda
         if getattr(method, "__func__", None) is not _Module.cuda:
-            return method() if device is None else method(device)
+            return method(*args, **kwargs)
         obj = _SuperModule(obj.__self__)
     if isinstance(obj, (_Tensor, _Module, _PackedSequence, _SuperModule)):
         _hit(site)
+        device, non_blocking, options = _cuda_arguments(*args, **kwargs)
         target = _rt.device(None) if device is None else map_device(device)
         if isinstance(target, str):
             target = torch.device(target)
@@ -314,16 +315,20 @@ def cuda(site: int, obj, device=None, non_blocking: bool = False, **kwargs):
             override = type(obj).cuda
             if override is not _Module.cuda and _rt.in_scope(getattr(getattr(override, "__code__", None),
                                                                      "co_filename", "")):
-                return obj.cuda() if device is None else obj.cuda(device)
+                return obj.cuda(*args, **kwargs)
             return obj.to(target)
-        return obj.to(target, non_blocking=non_blocking, **kwargs)
+        return obj.to(target, non_blocking=non_blocking, **options)
     if isinstance(obj, _Storages):
         _hit(site)
+        device = _cuda_arguments(*args, **kwargs)[0]
         target = _rt.device(None) if device is None else map_device(device)
         return obj.cpu() if torch.device(target).type == "cpu" else obj.to(device=target)
-    if device is None:
-        return obj.cuda(non_blocking=non_blocking, **kwargs) if non_blocking or kwargs else obj.cuda()
-    return obj.cuda(device, non_blocking=non_blocking, **kwargs)
+    return obj.cuda(*args, **kwargs)
+
+
+def _cuda_arguments(device=None, non_blocking: bool = False, **options):
+    """(device, non_blocking, the other options) of a torch `.cuda(...)` call."""
+    return device, non_blocking, options
 
 
 def method_reference(site: int, receiver, name: str):

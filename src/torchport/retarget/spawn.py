@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing.spawn
+import os
+import shutil
+import tempfile
 
-__all__ = ["install", "take_settings", "MARKER"]
+__all__ = ["install", "take_settings", "MARKER", "record_child", "collect_children"]
 
 #: Prefix of the `sys.path` entry carrying the settings (not a folder: the import system skips it).
 MARKER = "<torchport-retarget-child>"
@@ -33,7 +36,8 @@ def install(device: str, precision: str, strict: bool, scope: list[str], narrowe
         main_name = data.pop("init_main_from_name", None)
         if main_path is None and main_name is None:
             return data
-        entry = MARKER + json.dumps({**settings, "main_path": main_path, "main_name": main_name})
+        entry = MARKER + json.dumps({**settings, "main_path": main_path, "main_name": main_name,
+                                     "records": _records_folder()})
         data["sys_path"] = [path for path in data.get("sys_path", []) if not path.startswith(MARKER)] + [entry]
         data["init_main_from_name"] = _BOOTSTRAP
         return data
@@ -48,3 +52,42 @@ def take_settings(path: list[str]) -> dict:
             del path[index]
             return json.loads(entry[len(MARKER):])
     raise RuntimeError("torchport: a spawned child was started without its retargeting settings")
+
+
+#: The folder where this process's spawned children leave what they recorded (made at the first child).
+_records: list[str] = []
+
+
+def _records_folder() -> str:
+    if not _records:
+        _records.append(tempfile.mkdtemp(prefix="torchport-children-"))
+    return _records[0]
+
+
+def record_child(recorder, folder: str) -> None:
+    """In a spawned child at exit: what it recorded (its own children's included), for the parent's
+    report. A parent already gone (its folder removed) gets nothing."""
+    from torchport.fileio import atomic_write
+
+    collect_children(recorder)
+    try:
+        atomic_write(os.path.join(folder, f"child-{os.getpid()}.json"), json.dumps(recorder.export()))
+    except OSError:
+        pass
+
+
+def collect_children(recorder) -> None:
+    """Add what the spawned children that have ended recorded to `recorder`, when the report is
+    made (the folder goes then: a child still running after it records nothing): the report of a
+    run covers its processes, as torchrun's rank 0 covers its own."""
+    if not _records:
+        return
+    folder = _records.pop()
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        recorder.absorb(data)
+    shutil.rmtree(folder, ignore_errors=True)

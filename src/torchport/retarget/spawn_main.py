@@ -18,6 +18,12 @@ def _torchport_bootstrap(namespace: dict) -> None:
     settings = take_settings(sys.path)
     retarget = api.activate(settings["device"], settings["scope"], settings["precision"], settings["strict"],
                             no_scope=settings.get("no_scope", ()))
+    if settings.get("records"):  # what this child records goes into the parent's report
+        import atexit
+
+        from torchport.retarget.spawn import record_child
+
+        atexit.register(record_child, retarget.recorder, settings["records"])
     # A child forked by a forkserver that preloaded the program before retargeting was turned on
     # holds the application's modules as they were imported then: import them again, retargeted.
     for name, module in list(sys.modules.items()):
