@@ -643,6 +643,11 @@ IDIOMS = [
      "import torch\nmodel = torch.nn.Linear(2, 2)\nmove = model.cuda\nmove()\n"
      "result = (next(model.parameters()).is_cuda, getattr(torch.Tensor, 'cuda')(torch.ones(1)).is_cuda)",
      "result = (True, True)"),
+    # mp.spawn ranks of a script written for more GPUs than the target has: each rank's own ordinal
+    ("set_device_past_the_devices_seen_is_the_current_one",
+     "import torch\ntorch.cuda.set_device(1)\nx = torch.ones(1, device='cuda')\n"
+     "result = (torch.cuda.current_device(), x.is_cuda)",
+     "result = (1, True)"),
     # a batch container of the project with its own cuda()/to() (detection and RL code)
     ("own_cuda_method_gets_the_arguments_as_written",
      "class Batch:\n    def cuda(self, device=None):\n        return ('cuda', device)\n"

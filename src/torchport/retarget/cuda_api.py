@@ -70,8 +70,11 @@ def current_device() -> int:
 def set_device(device) -> None:
     retarget = _rt()
     ordinal = _ordinal(device) if isinstance(device, (int, str, torch.device)) else None
-    if ordinal is not None and 0 <= ordinal < len(retarget.visible()):
-        retarget.current_ordinal = ordinal  # what current_device() answers, as on CUDA
+    if ordinal is not None and ordinal >= 0 and retarget.visible():
+        # what current_device() answers, as on CUDA; an ordinal past the devices the application sees
+        # (mp.spawn ranks written for more GPUs) shares one of them, as its tensors do (`Retarget.device`)
+        retarget.device(ordinal)
+        retarget.current_ordinal = ordinal
     if not retarget.accelerator:
         retarget.noop("torch.cuda.set_device", "the CPU has one device")
         return
