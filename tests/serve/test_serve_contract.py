@@ -30,6 +30,23 @@ def test_a_healthy_primary_serves_inputs_of_another_rank_than_the_example(rows):
             assert torch.allclose(torch.tensor(answer.body["outputs"]), reference(rows), atol=1e-5)
         assert deployment.breaker.state == "closed"
         assert "torchport_serve_failovers_total{" not in exposition(deployment)
+        # the one fallback run is counted, with what came of it
+        assert 'torchport_serve_contract_checks_total{result="learned"} 1.0' in exposition(deployment)
+
+
+def test_inputs_of_more_layouts_than_are_learned_are_counted_each_time_the_fallback_judges_them(monkeypatch):
+    # past the layouts the contract keeps, every request of a new layout also runs on the fallback:
+    # operators see it as a steady rate of `agreed`
+    from torchport.serve import runtime
+
+    monkeypatch.setattr(runtime, "CONFIRMED_LAYOUTS", 1)
+    with Deployment(lambda: {"model": make_linear(), "example": torch.randn(2, FEATURES)}, primary=PRIMARY,
+                    fallback="cpu") as deployment:
+        for rows in (sample(3)[0], sample(3)[0], [sample(3), sample(4)], [sample(3), sample(4)]):
+            assert deployment.predict({"inputs": rows}).role == "primary"
+        text = exposition(deployment)
+        assert 'torchport_serve_contract_checks_total{result="learned"} 1.0' in text
+        assert 'torchport_serve_contract_checks_total{result="agreed"} 2.0' in text
 
 
 class WithStats(torch.nn.Module):

@@ -97,6 +97,9 @@ class ServeMetrics:
         self._cosine = gauge("torchport_serve_shadow_last_cosine", "Cosine similarity of the last shadow comparison")
         self._max_abs = gauge("torchport_serve_shadow_last_max_abs_error", "Max abs error of the last shadow comparison")
         self._rejected = counter("torchport_serve_rejected", "Requests refused, by reason", ("reason",))
+        self._contract = counter("torchport_serve_contract_checks",
+                                 "Primary outputs outside the output contract held against the fallback's answer, "
+                                 "by result", ("result",))
         self._in_flight = gauge("torchport_serve_in_flight", "Requests being answered")
         self._abandoned = gauge("torchport_serve_abandoned_calls", "Primary calls past their timeout still running")
         self._breaker.set(0)
@@ -139,6 +142,12 @@ class ServeMetrics:
 
     def failover(self, cause: str) -> None:
         self._failovers.labels(cause).inc()
+
+    def contract_check(self, result: str) -> None:
+        """An output outside the contract judged by the fallback's answer: 'learned' (it agreed, the
+        input layout is learned), 'agreed' (it agreed; past the layouts learned, the fallback runs
+        for every such request), 'differed', 'fallback_failed'."""
+        self._contract.labels(result).inc()
 
     def routed_to_fallback(self, reason: str) -> None:
         self._routed.labels(reason).inc()

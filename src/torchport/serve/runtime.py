@@ -309,10 +309,11 @@ class OutputContract:
                         f"{list(want.shape)}")
         return None
 
-    def confirm(self, inputs: Any, outputs: Any) -> None:
+    def confirm(self, inputs: Any, outputs: Any) -> bool:
         """Learn that inputs laid out as `inputs` are answered with outputs laid out as `outputs`
         (confirmed by the fallback's answer), and which outputs follow the batch: those with a row per
-        input row, known from a batch of 2 or more (None: learned from a batch of one)."""
+        input row, known from a batch of 2 or more (None: learned from a batch of one). False when
+        CONFIRMED_LAYOUTS layouts are learned already and this is another."""
         import torch
 
         from torchport.compare.tree import flatten_tensors
@@ -325,6 +326,8 @@ class OutputContract:
         with self._lock:
             if len(self._confirmed) < CONFIRMED_LAYOUTS or _layout(inputs) in self._confirmed:
                 self._confirmed[_layout(inputs)] = (_layout(outputs), batched)
+                return True
+            return False
 
 
 def failure_cause(error: BaseException, backend) -> str:
@@ -972,12 +975,14 @@ class Deployment:
         try:
             reference = self.fallback.run(inputs)
         except (Exception, SystemExit) as error:
+            self.metrics.contract_check("fallback_failed")
             raise _DeviceFailure("bad_output", f"{violation}, and the fallback raised on this input",
                                  fallback=(None, error)) from None
         difference = self.contract.differs(outputs, reference)
         if difference:
+            self.metrics.contract_check("differed")
             raise _DeviceFailure("bad_output", difference, fallback=(reference, None))
-        self.contract.confirm(inputs, outputs)
+        self.metrics.contract_check("learned" if self.contract.confirm(inputs, outputs) else "agreed")
 
     def _fallback_only(self, inputs: Any) -> Any:
         """The fallback's answer for a request routed straight to it."""
