@@ -4,7 +4,10 @@ gloo's worker threads can abort a process at interpreter exit, after the program
 printed its result ("terminate called without an active exception", SIGABRT). On this 2-core machine
 it ends about one launch in eight when the machine is quiet and more under the test suite's own load
 (three in a row seen), of plain PyTorch programs and retargeted ones alike (an upstream
-problem: pytorch/pytorch#190489). A launch that ends that way is started again, up to LAUNCHES in
+problem: pytorch/pytorch#190489). Less often the same teardown deadlocks instead: the main thread,
+holding the GIL, destroys the process group (DDP's Reducer going out of scope) and joins gloo's
+worker thread, which waits for the GIL to free the tensors of its last work; the launch then runs
+into its timeout. A launch that ends that way is started again, up to LAUNCHES in
 all, from the state it started in (its folder is put back as it was: a training script would
 otherwise resume from the snapshot the aborted launch wrote); any other failure, or that abort every
 time, stays the test's finding.

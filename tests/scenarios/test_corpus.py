@@ -148,14 +148,24 @@ def _command(program: Program, form: str, use_dir: Path) -> tuple[list[str], Pat
     return prefix + [str(side / program.entry)], None
 
 
-def _execute(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
-    """One launch; a torchrun launch that ends in gloo's teardown abort is relaunched (gloo_teardown)."""
+def _execute(command: list[str], cwd: Path | None, scratch: Path, gloo: bool = False) -> Outcome:
+    """One launch; a launch of a multi-process gloo program (`gloo`: torchrun, or mp.spawn ranks)
+    that ends in gloo's teardown abort, or in its teardown deadlock (a timeout), is relaunched
+    (gloo_teardown)."""
     torchrun = command[: len(TORCHRUN)] == TORCHRUN
     if cwd is None:
         scratch.mkdir(parents=True, exist_ok=True)
-    return relaunched(lambda: _execute_once(command, cwd, scratch),
-                      lambda outcome: torchrun and outcome.returncode != 0 and TEARDOWN_ABORT in outcome.stderr,
+
+    def ended_in_teardown(outcome: Outcome) -> bool:
+        return (torchrun or gloo) and outcome.returncode != 0 and (
+            TEARDOWN_ABORT in outcome.stderr or outcome.returncode == TIMED_OUT)
+
+    return relaunched(lambda: _execute_once(command, cwd, scratch), ended_in_teardown,
                       folder=scratch if cwd is None else None)  # only a launch's own folder is reset
+
+
+#: The return code an Outcome holds for a launch that ran past TIMEOUT_S.
+TIMED_OUT = -999
 
 
 def _execute_once(command: list[str], cwd: Path | None, scratch: Path) -> Outcome:
@@ -167,7 +177,7 @@ def _execute_once(command: list[str], cwd: Path | None, scratch: Path) -> Outcom
         proc = subprocess.run(command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
-        code = -999
+        code = TIMED_OUT
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
         err += f"\n[timed out after {TIMEOUT_S}s]"
@@ -197,7 +207,11 @@ class Runner:
         if key not in self.futures:
             command, cwd = _command(BY_NAME[name], form, self.use_dir)
             scratch = self.root / "cwd" / f"{name}-{form}"
-            self.futures[key] = self.pool.submit(_execute, command, cwd, scratch)
+            program = BY_NAME[name]
+            # (a plain run of a CUDA program is expected to fail: however it ends, it is not relaunched)
+            gloo = form != "plain" and "init_process_group" in (
+                (PORTED_DIR if form == "twin" else CUDA_DIR) / program.entry).read_text()
+            self.futures[key] = self.pool.submit(_execute, command, cwd, scratch, gloo)
         return self.futures[key]
 
     def get(self, name: str, form: str) -> Outcome:
