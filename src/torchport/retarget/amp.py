@@ -187,6 +187,19 @@ def _exit_following(autocast_region) -> None:
         _OPEN.regions.pop()
 
 
+def _entering(region):
+    """`__enter__` of the autocast stand-ins: the genuine one, then the watch for a float16 model."""
+    entered = _real_autocast.__enter__(region)
+    _enter_following(region)
+    return entered
+
+
+def _exiting(region, *exc_info):
+    """`__exit__` of the autocast stand-ins."""
+    _exit_following(region)
+    return _real_autocast.__exit__(region, *exc_info)
+
+
 @torch.compiler.assume_constant_result
 def _compiled_region(device_type: str, dtype, enabled: bool):
     """The (device_type, dtype, enabled) of a CUDA autocast in code torch.compile traces: computed (and
@@ -218,14 +231,8 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
         self._torchport_follows = follows
 
-    def __enter__(self):
-        entered = super().__enter__()
-        _enter_following(self)
-        return entered
-
-    def __exit__(self, *exc_info):
-        _exit_following(self)
-        return super().__exit__(*exc_info)
+    __enter__ = _entering
+    __exit__ = _exiting
 
     __reduce_ex__ = reduce_as_genuine
 
@@ -250,14 +257,8 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
             _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
             self._torchport_follows = follows
 
-        def __enter__(self):
-            entered = super().__enter__()
-            _enter_following(self)
-            return entered
-
-        def __exit__(self, *exc_info):
-            _exit_following(self)
-            return super().__exit__(*exc_info)
+        __enter__ = _entering
+        __exit__ = _exiting
 
         __reduce_ex__ = reduce_as_genuine
 
