@@ -556,8 +556,17 @@ class BatchMean(torch.nn.Module):
         return {"scores": inputs * 2, "mean": inputs.mean(0)}
 
 
+class CentredOverBatch(torch.nn.Module):
+    """Rows computed over the batch (cross-batch normalisation): one row per input row, each depending
+    on the others."""
+
+    def forward(self, inputs):
+        return inputs - inputs.mean(0)
+
+
 @pytest.mark.parametrize("factory, options, fragment", [
     (lambda: {"model": BatchMean(), "example": torch.randn(3, 4)}, {}, r"\['mean'\] changed"),
+    (lambda: {"model": CentredOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
     (lambda: {"model": make_linear(), "example": torch.randn(1, FEATURES)}, {}, "2 or more rows"),
     (lambda: {"model": make_linear(), "example": EXAMPLE}, {"max_concurrency": 2}, "could never fill"),
 ])
