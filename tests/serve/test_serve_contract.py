@@ -133,3 +133,34 @@ def test_a_lazy_fallback_still_holds_the_primary_to_a_contract_and_says_whose_it
     with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:  # a loaded fallback catches it at start
         assert "contract" in deployment.warmup["primary"]
         assert deployment.status()["output_contract"] == "checked against the fallback's outputs on the factory's example"
+
+
+class FailsItsWarmUpThenDropsRows(torch.nn.Module):
+    """On the primary (a non-CPU device) the first call raises (a first compilation that fails), later
+    ones answer only the first row of a batch; on the CPU always right."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.calls = 0
+
+    def forward(self, inputs):
+        if inputs.device.type == "cpu":
+            return self.model(inputs)
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("first compilation failed")
+        return self.model(inputs)[:1]
+
+
+def test_a_lazy_fallback_loads_at_start_when_the_primary_fails_its_warm_up_and_sets_the_contract():
+    factory = lambda: {"model": FailsItsWarmUpThenDropsRows(), "example": torch.randn(2, FEATURES)}
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", lazy_fallback=True, reset_after_s=0.0,
+                    recovery_successes=1) as deployment:
+        assert deployment.fallback.loaded and deployment.warmup["fallback"] == "ok"
+        assert deployment.status()["output_contract"] == "checked against the fallback's outputs on the factory's example"
+        rows = sample(3)
+        for _ in range(6):  # probes of the primary fail the contract: the breaker never closes on it
+            answer = deployment.predict({"inputs": rows})
+            assert torch.allclose(torch.tensor(answer.body["outputs"]), reference(rows), atol=1e-5)
+            assert answer.role == "fallback"

@@ -441,6 +441,19 @@ def test_shadow_counts_a_primary_that_fails_every_input_as_mismatches():
         assert "primary failed" in deployment.shadow_monitor.last.reasons[0]
 
 
+def test_shadow_counts_a_primary_that_fails_live_canary_requests_as_mismatches():
+    plan = FaultPlan()
+    plan.down = True
+    with Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", canary=1.0, shadow=1.0,
+                    failure_threshold=100) as deployment:
+        for index in range(3):
+            assert deployment.predict({"inputs": sample(index)}).failover == "error"
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 3 and deployment.shadow_monitor.alarm
+        assert "primary failed" in deployment.shadow_monitor.last.reasons[0]
+        assert 'torchport_serve_shadow_skipped_total{reason="primary_unavailable"}' not in exposition(deployment)
+
+
 class NanConfidence(torch.nn.Module):
     def __init__(self):
         super().__init__()

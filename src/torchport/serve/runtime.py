@@ -609,18 +609,19 @@ class Deployment:
     def _warm_up(self, example: Any) -> dict[str, str]:
         """Run the example once on each loaded device, without a timeout (compilation belongs here);
         a primary that fails it, or whose outputs differ in structure from the fallback's, starts
-        with the breaker open, so traffic begins on the fallback. The fallback's outputs set the
-        output contract the primary's are held to on every request; with the fallback loaded lazily,
-        the primary's own outputs set it (and a primary already wrong at start goes unnoticed:
-        `contract_source` and /readyz say so)."""
+        with the breaker open, so traffic begins on the fallback (a lazy fallback is loaded for it
+        here). The fallback's outputs set the output contract the primary's are held to on every
+        request; with the fallback loaded lazily and a primary that answers the example, the primary's
+        own outputs set it (and a primary already wrong at start goes unnoticed: `contract_source`
+        and /readyz say so)."""
         if callable(example):  # a compare case's inputs: batch size -> inputs
             example = example(1)
         results, signatures = {}, {}
         if self.primary_load_error:
             results[PRIMARY] = f"not loaded: {self.primary_load_error}"
         for replica in (self.primary, self.fallback):
-            if not replica.loaded:
-                continue
+            if not replica.loaded and not (replica is self.fallback and results.get(PRIMARY, "ok") != "ok"):
+                continue  # a lazy fallback loads here only when the primary failed: traffic starts on it
             try:
                 outputs = replica.run(example)
                 bad = nonfinite_count(outputs)
@@ -662,9 +663,10 @@ class Deployment:
                     "lazily (a primary already wrong at start is not caught); outputs that break it are held "
                     "against the fallback's answer")
         if self.spec.example is None:
-            return "not checked: the factory gives no example (only NaN and inf are)"
-        return (f"not checked: the fallback failed the factory's example ({self.warmup.get(FALLBACK, 'not run')}); "
-                "only NaN and inf are")
+            return "not checked: the factory gives no example (only NaN and inf are checked)"
+        return (f"not checked: no device answered the factory's example at start (primary: "
+                f"{self.warmup.get(PRIMARY, 'not run')}; fallback: {self.warmup.get(FALLBACK, 'not run')}); only NaN "
+                "and inf are checked")
 
     @property
     def in_flight(self) -> int:
@@ -1094,7 +1096,13 @@ class Deployment:
         return not all_finite(outputs)
 
     def _start_shadow(self, inputs: Any, answer: Answer) -> None:
-        if answer.failover or answer.routed == "breaker_open":
+        if answer.failover:
+            # the primary failed this input live and the fallback answered it: the mismatch a shadow
+            # call of the primary would have found (whatever the canary share that sent it there)
+            result = self.shadow_monitor.record(ShadowResult(False, [f"the primary failed: {answer.failover}"]))
+            self.metrics.shadow(result, self.shadow_monitor.alarm)
+            return
+        if answer.routed == "breaker_open":
             self.metrics.shadow_skipped("primary_unavailable")
             return
         if not self._background.submit(self._shadow, inputs, answer):
