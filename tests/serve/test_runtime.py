@@ -309,6 +309,8 @@ def test_default_preprocess_takes_an_optional_dtype(payload, expected):
     ({"inputs": [2], "dtype": "bool"}, "not 0 or 1"),
     ({"inputs": [1.0], "dtype": "complex64"}, "'dtype' 'complex64' is not allowed"),
     ({"inputs": [1e300]}, "beyond the range of 'float32'"),
+    ({"inputs": [[1, True, 3, False]]}, "true or false where numbers belong"),
+    ({"inputs": [[[0.5], [False]]], "dtype": "int64"}, "true or false where numbers belong"),
 ])
 def test_default_preprocess_refuses_values_its_dtype_would_change(payload, fragment):
     from torchport.serve.model import default_preprocess

@@ -71,6 +71,9 @@ def default_preprocess(payload: Any):
     if raw.numel() > MAX_INPUT_ELEMENTS:
         raise InvalidInput(f"'inputs' holds {raw.numel()} numbers; at most {MAX_INPUT_ELEMENTS} are allowed "
                            "per request. Split the batch.")
+    if dtype_name != "bool" and _holds_bool(values):
+        raise InvalidInput(f"'inputs' holds true or false where numbers belong (dtype {dtype_name!r}). Send numbers, "
+                           'or "dtype": "bool" for a boolean tensor.')
     if not bool(torch.isfinite(raw).all()):
         raise InvalidInput("'inputs' contains NaN or infinity; only finite numbers are accepted.")
     dtype = getattr(torch, dtype_name)
@@ -88,6 +91,18 @@ def default_preprocess(payload: Any):
     if dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
         raise InvalidInput(f"'inputs' holds values beyond the range of {dtype_name!r}.")
     return tensor
+
+
+def _holds_bool(values: Any) -> bool:
+    """Whether a JSON true or false is among the nested lists `values` (torch takes them as 1 and 0)."""
+    import itertools
+
+    level = values if isinstance(values, list) else [values]
+    while level:
+        if any(value.__class__ is bool for value in level):
+            return True
+        level = list(itertools.chain.from_iterable(value for value in level if value.__class__ is list))
+    return False
 
 
 def default_postprocess(outputs: Any) -> dict[str, Any]:
