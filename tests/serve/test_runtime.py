@@ -187,6 +187,10 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
     torch.save({"model": trained}, tmp_path / "pickled.pt")  # a pickled module, not weights
     with pytest.raises(UsageError, match="weights_only=True"):
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "pickled.pt"))
+    (tmp_path / "junk.pt").write_text("not a checkpoint")  # corrupt or another format: no advice to drop weights_only
+    with pytest.raises(UsageError, match="not a readable torch checkpoint") as refused:
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "junk.pt"))
+    assert "False" not in str(refused.value) and "pickled model" not in str(refused.value)
 
 
 @pytest.mark.parametrize("options, fragment", [

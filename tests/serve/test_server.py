@@ -127,3 +127,26 @@ def test_drain_over_http_finishes_in_flight_and_refuses_new():
     assert results[0][0] == 200 and results[0][1]["x-torchport-role"] == "primary"
     assert refused[0] == 503 and refused[2]["error"] == "draining"
     assert ready[0] == 503 and ready[2]["draining"] is True
+
+
+def test_a_stalled_body_gets_a_json_408_and_a_departed_client_is_counted_without_a_traceback(caplog):
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    deployment = Deployment(make_linear, primary=PRIMARY, fallback="cpu")
+    with running_server(deployment, body_timeout_s=0.5) as url:
+        address = urlsplit(url)
+        head = (b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{\"inputs\"")
+        with socket.create_connection((address.hostname, address.port), timeout=10) as stalled:
+            stalled.sendall(head)  # 9 of the 100 bytes announced, then nothing
+            reply = stalled.recv(65536).decode()
+        assert reply.startswith("HTTP/1.1 408") and json.loads(reply.split("\r\n\r\n", 1)[1])["error"] == "body_timeout"
+        with socket.create_connection((address.hostname, address.port), timeout=10) as departed:
+            departed.sendall(head)
+        time.sleep(1.0)  # the server notices the client left while it read the body
+        exposition = Client(url).request("GET", "/metrics")[2]
+    deployment.close()
+    assert 'torchport_serve_rejected_total{reason="body_timeout"} 1.0' in exposition
+    assert "Exception in ASGI application" not in caplog.text

@@ -46,6 +46,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once")
     parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above)")
+    parser.add_argument("--body-timeout-s", type=float, default=30.0,
+                        help="seconds a request body may take to arrive (408 after)")
     parser.add_argument("--batch-max-size", type=int, default=1,
                         help="join up to this many concurrent rows into one model call (default 1: no batching)")
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests")
@@ -67,6 +69,8 @@ def _check_numbers(args) -> None:
         ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 5"),
         ("--batch-wait-ms", args.batch_wait_ms, 0 <= args.batch_wait_ms <= 1000, "0 to 1000 milliseconds, e.g. 2"),
         ("--max-body-bytes", args.max_body_bytes, args.max_body_bytes >= 1, "at least 1"),
+        ("--body-timeout-s", args.body_timeout_s, 0 < args.body_timeout_s <= MAX_TIMEOUT_S,
+         f"more than 0 {seconds}, e.g. 30"),
         ("--max-queue", args.max_queue, args.max_queue >= 0, "0 or more"),
         ("--max-concurrency", args.max_concurrency, args.max_concurrency >= 1, "at least 1"),
         ("--batch-max-size", args.batch_max_size, args.batch_max_size >= 1, "at least 1 (1: no batching)"),
@@ -133,7 +137,8 @@ def run(args) -> int:
               "put an authenticating proxy in front of it.", file=sys.stderr)
     listener = bind(args.host, args.port)  # before loading the model: a taken port fails fast
     slot = Slot()
-    app = create_app(slot, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue)
+    app = create_app(slot, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue,
+                     body_timeout_s=args.body_timeout_s)
     server = make_server(slot, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s)
     loader = threading.Thread(target=_load, args=(slot, server, args, shadow, canary, listener.getsockname()[1]),
                               name="torchport-load", daemon=True)

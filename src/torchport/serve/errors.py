@@ -40,6 +40,20 @@ class ModelRejectedInput(ServeError, UsageError):
     kind = "model_rejected_input"
 
 
+class BodyTimeout(ServeError, UsageError):
+    """The request body did not arrive in full within the server's body timeout (a stalled client)."""
+
+    status = 408
+    kind = "body_timeout"
+
+
+class ClientDisconnected(ServeError):
+    """The client went away before its request body arrived: nobody reads the answer (nginx's 499)."""
+
+    status = 499
+    kind = "client_disconnected"
+
+
 class Overloaded(ServeError):
     """More requests in flight and queued than the concurrency limit allows."""
 

@@ -33,7 +33,7 @@ METRIC_NAMES = {
     "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
     "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison (NaN: not measurable)"),
     "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison (NaN: not measurable)"),
-    "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | overloaded | draining | "
+    "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | body_timeout | client_disconnected | overloaded | draining | "
                                        "postprocess_error | ...)"),
     "torchport_serve_in_flight": ("gauge", "requests being answered"),
     "torchport_serve_abandoned_calls": ("gauge", "primary calls past their timeout still running"),

@@ -287,8 +287,15 @@ def load_weights(model, path: str) -> None:
     except FileNotFoundError as error:
         raise UsageError(f"Weights file {path!r} does not exist. Pass the path of a torch.save'd state dict.") from error
     except Exception as error:
-        raise UsageError(f"Weights file {path!r} cannot be loaded with weights_only=True ({type(error).__name__}: "
-                         f"{error}). Save the state dict (model.state_dict()), not the pickled model.") from error
+        detail = str(error)
+        if "Unsupported global" in detail:  # the unpickler met a class: a pickled model, or objects beside the weights
+            found = detail[detail.index("Unsupported global"):].splitlines()[0].split(" was not ")[0]
+            raise UsageError(f"Weights file {path!r} holds objects, not only tensors ({found}); it is refused, since "
+                             "loading it would run code (weights_only=True). Save the state dict "
+                             "(torch.save(model.state_dict(), path)), not the pickled model.") from None
+        found = detail.strip().splitlines()[-1] if detail.strip() else type(error).__name__
+        raise UsageError(f"Weights file {path!r} is not a readable torch checkpoint (corrupt, truncated, or another "
+                         f"format: {found}). Pass a file written by torch.save(model.state_dict(), path).") from None
     if isinstance(state, dict):
         for key in ("state_dict", "model"):
             if isinstance(state.get(key), dict):

@@ -24,7 +24,8 @@ import threading
 from typing import Any, Iterator
 
 from torchport.errors import UsageError
-from torchport.serve.errors import Draining, InvalidInput, Overloaded, PayloadTooLarge, ServeError
+from torchport.serve.errors import (BodyTimeout, ClientDisconnected, Draining, InvalidInput, Overloaded, PayloadTooLarge,
+                                    ServeError)
 
 __all__ = ["Slot", "create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
            "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER", "LOADING"]
@@ -77,7 +78,7 @@ def _error(status: int, kind: str, detail: str, headers: dict[str, str] | None =
     return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
-def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64):
+def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64, body_timeout_s: float = 30.0):
     """The Starlette application serving `deployment` (a Deployment, or a Slot filled once it loads)."""
     require_server_stack()
     from starlette.applications import Starlette
@@ -106,13 +107,22 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
         if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
             raise PayloadTooLarge(f"The request body is {declared} bytes; the limit is {max_body_bytes}. "
                                   "Send fewer inputs per request.")
+        from starlette.requests import ClientDisconnect
+
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body_bytes:
-                raise PayloadTooLarge(f"The request body is over the limit of {max_body_bytes} bytes. "
-                                      "Send fewer inputs per request.")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(body_timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > max_body_bytes:
+                        raise PayloadTooLarge(f"The request body is over the limit of {max_body_bytes} bytes. "
+                                              "Send fewer inputs per request.")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise BodyTimeout(f"The request body did not arrive within {body_timeout_s:g} s ({size} bytes came). "
+                              "Send the whole body at once.") from None
+        except ClientDisconnect:
+            raise ClientDisconnected("The client disconnected before its request body arrived.") from None
         return b"".join(chunks)
 
     async def answer(deployment, payload):
