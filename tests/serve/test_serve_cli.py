@@ -65,6 +65,25 @@ def test_serve_answers_then_drains_on_sigterm_and_exits_zero():
     assert "Traceback" not in stderr and "serving" in stderr
 
 
+@pytest.mark.slow
+def test_a_request_arriving_just_after_the_drain_gets_a_json_503_not_a_cut_connection():
+    port = free_port()
+    process = serve("make_linear", port, "--drain-linger-s", "3")
+    try:
+        ready = wait_ready(process, port)
+        assert ready is not None and ready[0] == 200, process.stderr.read() if process.poll() is not None else ready
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)  # nothing in flight: the drain ends at once
+        time.sleep(0.5)
+        status, _, body = Client(f"http://127.0.0.1:{port}").predict({"inputs": sample(1)})
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert status == 503 and body["error"] == "draining"
+    assert process.returncode == 0 and time.monotonic() - started >= 3, stderr
+
+
 def serve(entry: str, port: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "torchport", "serve", os.path.join(HERE, "serve_models.py") + ":" + entry,
                              "--primary", "neuron-emulated", "--fallback", "cpu", "--port", str(port), *extra],

@@ -53,6 +53,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests")
     parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown")
+    parser.add_argument("--drain-linger-s", type=float, default=1.0,
+                        help="seconds new requests still get a 503 after the drain, before the port closes")
 
 
 def _check_numbers(args) -> None:
@@ -66,6 +68,7 @@ def _check_numbers(args) -> None:
         ("--timeout-s", args.timeout_s, 0 < args.timeout_s <= MAX_TIMEOUT_S, f"more than 0 {seconds}, e.g. 2"),
         ("--drain-timeout-s", args.drain_timeout_s, 0 < args.drain_timeout_s <= MAX_TIMEOUT_S,
          f"more than 0 {seconds}, e.g. 30"),
+        ("--drain-linger-s", args.drain_linger_s, 0 <= args.drain_linger_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 1"),
         ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 5"),
         ("--batch-wait-ms", args.batch_wait_ms, 0 <= args.batch_wait_ms <= 1000, "0 to 1000 milliseconds, e.g. 2"),
         ("--max-body-bytes", args.max_body_bytes, args.max_body_bytes >= 1, "at least 1"),
@@ -139,7 +142,8 @@ def run(args) -> int:
     slot = Slot()
     app = create_app(slot, max_body_bytes=args.max_body_bytes, max_queue=args.max_queue,
                      body_timeout_s=args.body_timeout_s)
-    server = make_server(slot, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s)
+    server = make_server(slot, app, host=args.host, port=args.port, drain_timeout_s=args.drain_timeout_s,
+                         linger_s=args.drain_linger_s)
     loader = threading.Thread(target=_load, args=(slot, server, args, shadow, canary, listener.getsockname()[1]),
                               name="torchport-load", daemon=True)
     loader.start()

@@ -21,6 +21,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from typing import Any, Iterator
 
 from torchport.errors import UsageError
@@ -215,11 +216,13 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
 
 
 def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drain_timeout_s: float = 30.0,
-                log_level: str = "warning"):
+                log_level: str = "warning", linger_s: float = 1.0):
     """A uvicorn server whose first SIGINT/SIGTERM drains the deployment (`deployment`: a Deployment or
     the Slot the app serves) before exiting; requests still unanswered after `drain_timeout_s` get
-    503. A second signal ends the process at once, with status 128 + its number, leaving requests
-    and threads still computing."""
+    503. After the drain it goes on answering new requests with 503 for `linger_s`, so that clients
+    and a load balancer reading /readyz see the 503 instead of a connection cut when the listening
+    socket closes. A second signal ends the process at once, with status 128 + its number, leaving
+    requests and threads still computing."""
     import uvicorn
 
     slot = deployment if isinstance(deployment, Slot) else app.state.torchport_slot
@@ -246,6 +249,7 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
             if not slot.deployment.drain(drain_timeout_s) and slot.abandon_waiting is not None:
                 slot.abandon_waiting(f"The request did not finish within the drain timeout ({drain_timeout_s} s) "
                                      "and the server is shutting down. Retry on another replica.")
+            time.sleep(linger_s)  # new requests still get the JSON 503 `draining`, not a reset
             self.should_exit = True
 
     # every admitted request is answered once the drain ends (by its result or 503): the shutdown
