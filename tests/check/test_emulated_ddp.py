@@ -76,7 +76,7 @@ EMULATED_SCRIPT = COMMON + textwrap.dedent(
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
     grads = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
     torch.save({"state": state, "grads": grads, "losses": losses,
-                "device": str(next(model.parameters()).device), "backend": dist.get_backend()}, f"{out}/rank{rank}.pt")
+                "device": next(model.parameters()).device.__str__(), "backend": dist.get_backend()}, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
     """
 )
@@ -112,9 +112,9 @@ CUDA_SCRIPT = COMMON + textwrap.dedent(
     shared = [torch.full((2,), float(rank), device="cuda")]
     dist.broadcast_object_list(shared, src=1)
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
-    torch.save({"state": state, "losses": losses, "device": str(next(model.parameters()).device),
+    torch.save({"state": state, "losses": losses, "device": next(model.parameters()).device.__str__(),
                 "backend": dist.get_backend(), "real_backend": str(sys.modules["torch.distributed"].get_backend()),
-                "shared": shared[0].cpu(), "shared_device": str(shared[0].device)},
+                "shared": shared[0].cpu(), "shared_device": shared[0].device.__str__()},
                f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
     """

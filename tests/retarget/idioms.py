@@ -656,4 +656,65 @@ IDIOMS = [
     ("to_attribute_of_other_objects_kept",
      "import torch\nclass Route:\n    to = 'home'\nresult = (Route.to, Route().to, torch.cuda.is_available())",
      "result = ('home', 'home', True)"),
+    # -- a copy on the host is a copy: what `.cpu()` gives on a GPU machine ------------------------
+    # early stopping keeps the best weights (the idiom of countless training scripts): on a GPU they
+    # are a snapshot on the host, which training on the device goes on without
+    ("best_state_snapshot_with_cpu",
+     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nbest = {k: v.cpu() for k, v in model.state_dict().items()}\n"
+     "with torch.no_grad():\n    model.weight.add_(1.0)\nresult = torch.equal(best['weight'], model.weight.detach().cpu())",
+     "result = False"),
+    ("best_state_snapshot_with_to_cpu",
+     "import torch\nmodel = torch.nn.Linear(2, 1).to('cuda')\n"
+     "best = {k: v.to('cpu') for k, v in model.state_dict().items()}\n"
+     "alt = {k: v.to(device=torch.device('cpu')) for k, v in model.state_dict().items()}\n"
+     "with torch.no_grad():\n    model.bias.fill_(3.0)\nresult = (best['bias'].item() == 3.0, alt['bias'].item() == 3.0)",
+     "result = (False, False)"),
+    # thresholding predictions in numpy, then scoring the raw outputs
+    ("edit_of_cpu_numpy_leaves_the_tensor",
+     "import torch\nout = torch.tensor([0.2, 0.7], device='cuda')\npred = out.cpu().numpy()\npred[pred > 0.5] = 1.0\n"
+     "result = out.tolist()",
+     "result = [0.20000000298023224, 0.699999988079071]"),
+    ("cpu_reference_copies_as_the_call",
+     "import torch\nw = torch.zeros(2, device='cuda', requires_grad=True)\nhost = list(map(torch.Tensor.cpu, [w]))\n"
+     "with torch.no_grad():\n    w.add_(1.0)\nresult = (host[0].tolist(), host[0].requires_grad, type(host[0]).__name__)",
+     "result = ([0.0, 0.0], True, 'Tensor')"),
+    # a module moves in place, on a GPU too: `.cpu()` of it is the module itself
+    ("module_cpu_is_the_module",
+     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nresult = (model.cpu() is model, model.to('cpu') is model)",
+     "result = (True, True)"),
+    # and the other way: host memory sent to the device is the device's own copy (CleanRL-style replay
+    # buffers of an environment's reused observation array, in-place normalisation of a dataset slice)
+    ("as_tensor_of_a_reused_buffer_is_a_copy",
+     "import numpy as np, torch\nobs = np.zeros(2, dtype=np.float32)\nkept = torch.as_tensor(obs, device='cuda')\n"
+     "also = torch.from_numpy(obs).to('cuda:0')\nobs[0] = 7.0\nresult = (kept.tolist(), also.tolist())",
+     "result = ([0.0, 0.0], [0.0, 0.0])"),
+    ("in_place_edit_of_a_batch_leaves_the_dataset",
+     "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nX = torch.ones(4, 2)\n"
+     "for i in range(0, 4, 2):\n    xb = X[i:i + 2].to(device, non_blocking=True)\n    xb.sub_(1.0)\n"
+     "    yb = X[i:i + 2].cuda()\n    yb.mul_(3.0)\nresult = X.sum().item()",
+     "result = 8.0"),
+    # a module's weights are on the device once the model moved there: sent there again they are
+    # themselves (reassigned as parameters, edited in place through the result)
+    ("parameter_sent_to_the_device_again_is_itself",
+     "import torch\nlin = torch.nn.Linear(2, 2).cuda()\nlin.weight = lin.weight.cuda()\nlin.bias = lin.bias.to('cuda')\n"
+     "emb = torch.nn.Embedding(3, 2).to('cuda')\nwith torch.no_grad():\n    emb.weight.to('cuda')[0].zero_()\n"
+     "result = (type(lin.weight).__name__, emb.weight[0].tolist())",
+     "result = ('Parameter', [0.0, 0.0])"),
+    # an adversarial example (PGD/FGSM) made a trainable leaf, then sent to the device: still the leaf
+    ("trainable_leaf_sent_to_the_device_keeps_its_grad",
+     "import torch\ndevice = torch.device('cuda')\nX = torch.randn(3, device=device)\n"
+     "x_adv = X.clone().detach().requires_grad_(True).to(device)\n(x_adv * 2).sum().backward()\n"
+     "result = (x_adv.is_leaf, x_adv.grad.tolist())",
+     "result = (True, [2.0, 2.0, 2.0])"),
+    # a module's own flag named like the method
+    ("module_flag_named_cpu_is_the_flag",
+     "import torch\nclass Net(torch.nn.Module):\n    def __init__(self, cpu=False):\n        super().__init__()\n"
+     "        self.cpu = cpu\nnet = Net(cpu=False)\nresult = ('host' if net.cpu else 'device', callable(torch.nn.Linear(1, 1).cpu))",
+     "result = ('device', True)"),
+    # -- device text: the branches projects write on it ----------------------------------------------
+    ("str_of_the_device_is_cuda",
+     "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+     "pin = 'cuda' in str(device)\nuse_amp = str(device) == 'cuda'\n"
+     "result = (pin, use_amp, f'{device}', f'{torch.device(\"cuda:0\")!s}', str(torch.device(str(device))), str(7))",
+     "result = (True, True, 'cuda', 'cuda:0', 'cuda', '7')"),
 ]

@@ -494,7 +494,7 @@ def test_a_spawned_dataloader_worker_placing_batches_on_the_device_delivers_them
         loader = DataLoader([torch.arange(3.0)] * 4, batch_size=2, num_workers=1, collate_fn=collate,
                             multiprocessing_context="spawn")
         batches = list(loader)
-        print("batches=" + ",".join(str(batch.device) + str(batch.is_cuda) for batch in batches))
+        print("batches=" + ",".join(batch.device.__str__() + str(batch.is_cuda) for batch in batches))  # the truth
         print("values=" + str(batches[0].cpu().tolist()))
     """
     result = program(source, "--device", "neuron-emulated")
@@ -589,7 +589,7 @@ for _ in range(2):
         compiled_model(x)
 print(json.dumps({"dtypes": [str(y.dtype), str(z.dtype)], "compiled_dtypes": [str(cy.dtype), str(cz.dtype)],
                   "equal": torch.allclose(y.float(), cy.float(), atol=1e-2) and torch.allclose(z.float(), cz.float(), atol=1e-2),
-                  "autocast_seen": [inside, cinside], "device": str(cy.device).split(":")[0], "flash": model.flash,
+                  "autocast_seen": [inside, cinside], "device": cy.device.__str__().split(":")[0], "flash": model.flash,
                   "first": first.tolist()}))
 """
 
@@ -627,7 +627,7 @@ def test_the_current_accelerator_names_a_device_type_as_torch_does(program):
     x = torch.ones(2, device=device)
     print("index=" + str(accelerator.index))
     print("type=" + accelerator.type)
-    print("lands=" + str(x.device).split(":")[0])
+    print("lands=" + x.device.__str__().split(":")[0])
     """
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -641,7 +641,7 @@ def test_a_cuda_generator_reads_the_target_as_its_device(program):
     import pickle, torch
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(3, generator=g, device=g.device)
-    print("lands=" + str(x.device).split(":")[0])
+    print("lands=" + x.device.__str__().split(":")[0])
     print("same_draw=" + str(x.cpu().tolist() == torch.randn(3, generator=torch.Generator().manual_seed(0)).tolist()))
     print("generator=" + str(isinstance(g, torch.Generator)) + "," + type(pickle.loads(pickle.dumps(g))).__name__)
     """

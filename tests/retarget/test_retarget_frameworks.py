@@ -319,7 +319,7 @@ elif FORM == "auto":
 else:  # every argument written out, the accelerator left at its default
     trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 trainer.fit(Model(), data)
-print("device=" + str(trainer.strategy.root_device).split(":")[0])
+print("device=" + trainer.strategy.root_device.__str__().split(":")[0])
 """
 
 
@@ -410,7 +410,7 @@ data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8,
 trainer = pl.Trainer(accelerator="gpu", devices=1, precision="16-mixed", max_epochs=1, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False)
 trainer.fit(Model(), data)
-print("device=" + str(trainer.strategy.root_device).split(":")[0])
+print("device=" + trainer.strategy.root_device.__str__().split(":")[0])
 print("dtype=" + str(seen[0]))
 scaler = getattr(trainer.precision_plugin, "scaler", None)
 print("scaler=" + str(scaler is not None and scaler.is_enabled()))

@@ -41,12 +41,12 @@ def test_each_device_carrying_site_is_rewritten_on_its_own_line():
     assert found[1] == {"facade"}  # `import torch` runs, then binds the facade
     assert found[2] == {"cuda"}
     assert found[3] == {"call"}  # a device keyword: the callee decides whether it is mapped
-    assert found[4] == {"map_device"}  # the .to() argument is mapped in place
+    assert found[4] == {"to"}  # .to() with more than one argument: the helper takes the call whole
     assert found[5] == {"call"}
     assert found[6] == {"call"}
     assert found[7] == {"is_cuda"}
     assert found[8] == {"call"}
-    assert found[9] == {"map_device"}  # a dtype passes through map_device untouched
+    assert found[9] == {"to1"}  # `.to(x)`, the common form: a dtype passes through untouched
     assert 10 not in found
 
 

@@ -228,6 +228,16 @@ _SPECIAL_KEYWORDS = frozenset(("accelerator", "fp16", "bf16", "tf32", "torch_com
 def call(function, site: int, *args, **kwargs):
     """`function(*args, **kwargs)` with its device keywords mapped when it leaves the application."""
     __tracebackhide__ = True  # pytest shows the application's frames around this one, not it
+    if (function is _as_tensor or function is _asarray) and _rt.type == "cpu" and args \
+            and _crossing(kwargs.get("device")) is _TO_DEVICE and not isinstance(args[0], _UNSHARED_DATA):
+        # the host's memory sent to the device is a copy on a GPU machine (see _host_copy)
+        kwargs["device"] = map_device(kwargs["device"], site)
+        made = function(*args, **kwargs)
+        if not _shares_memory(args[0], made):
+            return made
+        if isinstance(args[0], _Tensor):  # a tensor sent to the device, as `.to(device)` sends it
+            return made if _on_the_device(made) else made.clone()
+        return made.detach().clone().requires_grad_(made.requires_grad)  # an array's memory: a new leaf
     if kwargs and (where := leaves_application(function if function is not _partial or not args else args[0])):
         for keyword, value in kwargs.items():
             helper = KEYWORD_HELPERS.get(keyword)
@@ -272,11 +282,55 @@ def subprocess_call(function, site: int, *args, **kwargs):
     return function(*args, **kwargs)
 
 
+def to1(site: int, obj, first):
+    """`obj.to(first)`, the common form, with a CUDA device mapped. Where the target is the host (the
+    CPU), a tensor sent to a CUDA device the application named, or to the host it wrote as "cpu", is a
+    copy as on a GPU machine, where torch would give the tensor itself (see `_host_copy`)."""
+    first_type = first.__class__
+    if first_type is str:
+        mapped = _target_string(first)
+        if mapped != first:
+            _hit(site)
+        elif first == "cpu" or first.startswith("cpu:"):
+            moved = obj.to(first)
+            return _host_copy(obj) if moved is obj and _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) else moved
+        else:
+            return obj.to(first)
+    elif first_type is _device_type:
+        if first.type == "cuda":
+            _hit(site)
+            mapped = _target_device(first.index)
+        elif _rt.type == "cpu" and _rt.cuda_ordinal(first) is not False:
+            _hit(site)
+            mapped = first
+        else:
+            return obj.to(first)
+    elif first_type is int:
+        _hit(site)
+        mapped = _target_device(first)
+    else:  # a dtype, a tensor, another object's own argument
+        return obj.to(first)
+    moved = obj.to(mapped)
+    if moved is obj and _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and not _on_the_device(obj):
+        return _host_copy(obj)
+    return moved
+
+
 def to(site: int, obj, *args, **kwargs):
-    """`obj.to(*args, **kwargs)` (unpacked arguments the rewriter cannot see) with a CUDA device mapped;
-    the unbound spelling `torch.Tensor.to(t, "cuda")` is the bound one."""
+    """`obj.to(*args, **kwargs)` (unpacked arguments the rewriter cannot see, a device keyword, the host
+    written as a literal) with a CUDA device mapped; the unbound spelling `torch.Tensor.to(t, "cuda")`
+    is the bound one. A tensor on the target sent to the host is a copy where the target is the host
+    (see `cpu`)."""
     if isinstance(obj, type) and args and isinstance(args[0], obj) and issubclass(obj, _MOVABLE):
         obj, args = args[0], args[1:]
+    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (
+            crossing := _crossing(args[0] if args else kwargs.get("device"))) and not (
+            crossing is _TO_DEVICE and _on_the_device(obj)):
+        mapped = (map_device(args[0], site), *args[1:]) if args else args
+        if "device" in kwargs:
+            kwargs["device"] = map_device(kwargs["device"], site)
+        moved = obj.to(*mapped, **kwargs)
+        return _host_copy(obj) if moved is obj or _same_data(obj, moved) else moved
     if args:
         first = args[0]
         first_type = first.__class__
@@ -317,13 +371,107 @@ def cuda(site: int, obj, *args, **kwargs):
                                                                      "co_filename", "")):
                 return obj.cuda(*args, **kwargs)
             return obj.to(target)
-        return obj.to(target, non_blocking=non_blocking, **options)
+        moved = obj.to(target, non_blocking=non_blocking, **options)
+        if _rt.type == "cpu" and (moved is obj or _same_data(obj, moved)) and not _on_the_device(obj):
+            return _host_copy(obj)
+        return moved
     if isinstance(obj, _Storages):
         _hit(site)
         device = _cuda_arguments(*args, **kwargs)[0]
         target = _rt.device(None) if device is None else map_device(device)
         return obj.cpu() if torch.device(target).type == "cpu" else obj.to(device=target)
     return obj.cuda(*args, **kwargs)
+
+
+def cpu(site: int, obj, *args, **kwargs):
+    """`x.cpu()`. The application's tensors are the target's (its CUDA tensors, `x.is_cuda`), and on a
+    GPU machine `.cpu()` of one is a copy on the host: a snapshot (`best = {k: v.cpu() for k, v in
+    model.state_dict().items()}`) keeps its values while training goes on, and an edit of
+    `x.cpu().numpy()` leaves `x` as it was. Where the target is the host (the CPU), torch would hand
+    back the tensor itself; it is copied instead. Elsewhere, and for modules and other objects, this
+    is their own `cpu()`; the unbound spelling `torch.Tensor.cpu(t)` is the bound one."""
+    if isinstance(obj, type) and args and isinstance(args[0], obj) and issubclass(obj, _MOVABLE):
+        moved = obj.cpu(*args, **kwargs)  # `nn.Module.cpu(self)` in an override: that class's own
+        obj = args[0]
+    else:
+        moved = obj.cpu(*args, **kwargs)
+    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (moved is obj or _same_data(obj, moved)):
+        return _host_copy(obj)
+    return moved
+
+
+def to_host(site: int, obj, *args, **kwargs):
+    """`x.to("cpu")` / `x.to(torch.device("cpu"))` with the host written out at the call: a copy where
+    the target is the host, as `cpu` is."""
+    moved = to(site, obj, *args, **kwargs)
+    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (moved is obj or _same_data(obj, moved)):
+        return _host_copy(obj)
+    return moved
+
+
+_as_tensor = torch.as_tensor
+_asarray = torch.asarray
+#: data that `torch.as_tensor` always copies (it shares the memory of tensors and arrays)
+_UNSHARED_DATA = (list, tuple, int, float, bool, complex)
+#: what `.cpu()`, `.cuda()` and `.to(device)` copy on a GPU machine: tensors and packed sequences (a
+#: module moves its parameters in place there too).
+_HOST_COPIED = (_Tensor, _PackedSequence)
+_Uninitialized = torch.nn.parameter.UninitializedTensorMixin
+
+
+def _on_the_device(obj) -> bool:
+    """Whether `obj`, sent to the device on the CPU target, is taken to be there already (itself, not a
+    copy): a Parameter, whose module is on the device once the model moved there (`lin.weight =
+    lin.weight.cuda()`, `emb.weight.to(device)[0].zero_()` as on a GPU), and any other tensor being
+    trained (a leaf that requires grad: `x_adv = x.detach().requires_grad_().to(device)` keeps its
+    `.grad`, and an optimizer takes it)."""
+    return isinstance(obj, _Tensor) and obj.requires_grad and obj.is_leaf or isinstance(obj, torch.nn.Parameter)
+
+
+_TO_DEVICE, _TO_HOST = "device", "host"
+
+
+def _crossing(value) -> str | None:
+    """Which side of a GPU machine's host-device line `value`, a `.to()` destination as the
+    application wrote it on the CPU target, names: the device (a 'cuda' string, an ordinal, a device
+    the application made from a CUDA name), the host (written as "cpu"), or None (a host device object
+    not made from a CUDA name, `x.device`: where the tensor already is, no copy, as in a hand port)."""
+    value_type = value.__class__
+    if value_type is str:
+        if value == "cpu" or value.startswith("cpu:"):
+            return _TO_HOST
+        return _TO_DEVICE if _target_string(value) != value else None
+    if value_type is _device_type:
+        return _TO_DEVICE if value.type == "cuda" or (
+            value.type == "cpu" and _rt.cuda_ordinal(value) is not False) else None
+    return _TO_DEVICE if value_type is int else None
+
+
+def _shares_memory(data, made) -> bool:
+    """Whether the tensor `made` from `data` (a tensor, an array) uses `data`'s memory."""
+    if isinstance(data, _Tensor):
+        return made.untyped_storage().data_ptr() == data.untyped_storage().data_ptr()
+    interface = getattr(data, "__array_interface__", None)
+    return interface is not None and made.data_ptr() == interface["data"][0]
+
+
+def _same_data(obj, moved) -> bool:
+    """A packed sequence moved without copying its data."""
+    return isinstance(obj, _PackedSequence) and moved.data is obj.data
+
+
+def _host_copy(obj):
+    """A copy of `obj` (a tensor or packed sequence already where it was sent): where the target is
+    the host, a GPU machine's host-device transfer is a copy that torch would skip. On a GPU the
+    application's `.cpu()` snapshot of the best weights keeps them while training goes on, an edit of
+    `x.cpu().numpy()` leaves `x` as it was, and `torch.as_tensor(obs, device="cuda")` or
+    `.to("cuda")` of a slice of a host dataset or of an environment's reused buffer does not follow
+    later writes to the host memory (replay buffers, in-place normalisation)."""
+    if isinstance(obj, _PackedSequence):
+        return obj._replace(data=obj.data.clone())
+    if isinstance(obj, _Uninitialized):  # a lazy module's parameter has no data to copy yet
+        return obj
+    return obj.clone()
 
 
 def _cuda_arguments(device=None, non_blocking: bool = False, **options):
@@ -344,9 +492,10 @@ def method_reference(site: int, receiver, name: str):
         if method is None:
             method = _METHOD_REFERENCES[key] = _unbound(site, name, getattr(receiver, name))
         return method
-    if isinstance(receiver, _MOVABLE):
+    attribute = getattr(receiver, name)
+    if isinstance(receiver, _MOVABLE) and getattr(attribute, "__self__", None) is receiver:
         return functools.partial(_METHOD_HELPERS[name], site, receiver)
-    return getattr(receiver, name)
+    return attribute  # not the method (a module's own flag `self.cpu = False`)
 
 
 def _unbound(site: int, name: str, genuine):
@@ -405,7 +554,8 @@ def tensor_type(site: int, obj, *args, **kwargs):
     if dtype is None:
         return obj.type(*args, **kwargs)
     _hit(site)
-    return obj.to(device=_rt.device(), dtype=dtype, non_blocking=kwargs.get("non_blocking", False))
+    moved = obj.to(device=_rt.device(), dtype=dtype, non_blocking=kwargs.get("non_blocking", False))
+    return _host_copy(obj) if moved is obj and _rt.type == "cpu" and not _on_the_device(obj) else moved
 
 
 def is_cuda(site: int, obj):
@@ -449,6 +599,32 @@ def device_type(site: int, obj):
             return "cuda"
         return kind
     return obj.type
+
+
+def shown(site: int, value):
+    """A value `str()` or an f-string shows in the application: for a torch.device standing for CUDA
+    (`device_type` answers "cuda" for it), the text a GPU machine shows, "cuda" or "cuda:N", so that
+    `"cuda" in str(device)`, `str(device) == "cuda"` and `f"{device}"` read as there; anything else
+    unchanged (the caller formats it as before)."""
+    if value.__class__ is _device_type:
+        text = _device_text(value)
+        if text is not None:
+            _hit(site)
+            return text
+    return value
+
+
+@torch.compiler.assume_constant_result
+def _device_text(device):
+    """"cuda" / "cuda:N" for a device standing for CUDA (see `device_type` and `device_index`), else None."""
+    if device.type == "cuda":
+        return None
+    ordinal = _rt.cuda_ordinal(device)
+    if ordinal is False:
+        if not _rt.accelerator or device.type != _rt.type:
+            return None
+        ordinal = None if device.index is None else _rt.ordinal_of(device.index)
+    return "cuda" if ordinal is None else f"cuda:{ordinal}"
 
 
 def device_index(site: int, obj):
@@ -627,4 +803,5 @@ KEYWORD_HELPERS = {
 }
 
 
-_METHOD_HELPERS = {"cuda": cuda, "to": to}
+_METHOD_HELPERS = {"cuda": cuda, "to": to, "cpu": cpu}
+

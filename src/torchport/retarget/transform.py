@@ -50,6 +50,7 @@ HELPER = "__tp__"
 REWRITTEN_METHODS = {
     "cuda": "cuda",
     "to": "to",
+    "cpu": "cpu",
     "pin_memory": "pin_memory",
     "record_stream": "record_stream",
     "type": "tensor_type",
@@ -59,7 +60,7 @@ REWRITTEN_METHODS = {
 #: methods read without being called (`map(torch.Tensor.cuda, batch)`, `partial(torch.Tensor.to,
 #: device="cuda")`, `move = model.cuda`): the reference is runtime.method_reference, which calls the
 #: same helper as the called form does.
-REFERENCED_METHODS = frozenset(("cuda", "to"))
+REFERENCED_METHODS = frozenset(("cuda", "to", "cpu"))
 #: keyword -> runtime helper wrapping its value, in any call.
 REWRITTEN_KEYWORDS = {
     "device": "map_device",
@@ -142,6 +143,15 @@ def _class_like(node: ast.expr) -> bool:
     """A dotted name ending in a capitalised one (`torch.Tensor`, `nn.Module`, `MyNet`)."""
     parts = _dotted(node)
     return bool(parts) and parts[-1][:1].isupper()
+
+
+def _names_host(node: ast.expr) -> bool:
+    """`"cpu"`, `"cpu:0"` or `torch.device("cpu")` written out: a `.to()` destination runtime.to copies
+    to where the target is the host."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value == "cpu" or node.value.startswith("cpu:")
+    return (isinstance(node, ast.Call) and (_dotted(node.func) or [])[-1:] == ["device"] and bool(node.args)
+            and _names_host(node.args[0]))
 
 
 def _subprocess_names(tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -249,6 +259,11 @@ class _Rewriter(ast.NodeTransformer):
             # `getattr(torch.Tensor, "cuda")` is the reference `torch.Tensor.cuda`
             return self._helper_call("method_reference", node, f"getattr(..., {node.args[1].value!r})",
                                      [node.args[0], node.args[1]])
+        if (isinstance(function, ast.Name) and name == "str" and len(node.args) == 1 and not node.keywords
+                and not isinstance(node.args[0], (ast.Starred, ast.Constant))):
+            # `str(device)`: the text a GPU machine shows ("cuda" in str(device), str(device) == "cuda")
+            node.args[0] = self._helper_call("shown", node, "str()", [node.args[0]])
+            return node
         rewritten = self._rewrite_call(node, function, name)
         if _names_torch(node.args):
             return self._helper("facade", [rewritten], node)
@@ -263,13 +278,13 @@ class _Rewriter(ast.NodeTransformer):
         if name in REWRITTEN_METHODS and receiver is not None \
                 and not (isinstance(receiver, ast.Name) and receiver.id in {"torch", "nn", "F"}):
             helper = REWRITTEN_METHODS[name]
-            if helper == "to" and node.args and not isinstance(node.args[0], ast.Starred) and not maps_keywords \
+            if helper == "to" and (node.args and _names_host(node.args[0]) or any(
+                    keyword.arg == "device" and _names_host(keyword.value) for keyword in node.keywords)):
+                helper = "to_host"  # `x.to("cpu")`, `x.to(device=torch.device("cpu"))`: a copy, as on a GPU
+            elif helper == "to" and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred) \
                     and not _class_like(receiver):  # `torch.Tensor.to(t, "cuda")`: the helper takes it whole
-                # `x.to(device, ...)`: map the first argument in place and keep the call as written
-                # (a dtype or a tensor passes through map_device unchanged).
-                node.args[0] = self._helper_call("map_device", node.args[0], ".to()", [node.args[0]])
-                return node
-            if helper == "to" and not node.args and not maps_keywords:
+                helper = "to1"  # `x.to(device)`, the common form, without packing the arguments
+            elif helper == "to" and not node.args and not maps_keywords:
                 return node
             return self._helper_call(helper, node, f".{name}()", [receiver, *node.args], node.keywords)
         if (receiver is None and name in self.subprocess_functions) or (
@@ -284,6 +299,13 @@ class _Rewriter(ast.NodeTransformer):
             # `f(..., device=v)` -> `__tp__.call(f, site, ..., device=v)`: the callee decides.
             site = self._site(node.lineno, _describe_keywords(node))
             return self._helper("call", [function, site, *node.args], node, node.keywords)
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue):
+        """`f"{device}"` / `f"{device!s}"`: the text a GPU machine shows, as `str(device)`."""
+        self.generic_visit(node)
+        if node.conversion in (-1, ord("s")) and node.format_spec is None and not isinstance(node.value, ast.Constant):
+            node.value = self._helper_call("shown", node.value, "f-string", [node.value])
         return node
 
     def visit_Attribute(self, node: ast.Attribute):
