@@ -50,6 +50,9 @@ OTHER_PATH = {
     "path here, the twin the fused one",
     "47_custom_fwd": "torch.cuda.amp.custom_fwd/custom_bwd decorators are left for a person: they cast only "
     "under CUDA autocast, so the fixed function runs uncast here",
+    "51_early_stopping": "the fixed program runs with plain python on the CPU, where `.cpu()` of a host tensor is "
+    "the tensor itself: its best-state snapshot follows training and its numpy thresholding edits the outputs, as in "
+    "any CPU run (torchport run copies there, as a GPU does; fix does not turn `.cpu()` into a copy)",
     "nanogpt_style": "bf16 support is asked of the machine (no accelerator: float16 with a disabled autocast "
     "context, i.e. float32, nanoGPT's own CPU path), where torchport run answers as CUDA and autocasts (bfloat16 "
     "where the CPU has native bf16, else float16)",
