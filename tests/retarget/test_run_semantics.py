@@ -178,3 +178,14 @@ def test_a_warning_shown_once_per_line_stays_shown_once(program):
     retargeted = program(source, "--device", "neuron-emulated", "--precision", "auto")
     assert retargeted.returncode == 0, retargeted.stderr[-2000:]
     assert retargeted.stderr.count("UserWarning: checkpoint directory exists") == 1, retargeted.stderr[-2000:]
+
+
+def test_a_short_program_does_not_pay_for_the_compiler_stack(program):
+    # Dynamo costs about a second to import; torchport's functions that compiled code holds as
+    # constants are marked without it, so a program that never compiles never loads it
+    source = ("import sys, torch\nx = torch.ones(2, device='cuda')\n"
+              "print('loaded=' + str('torch._dynamo' in sys.modules))\n")
+    for form in ("run", "use"):
+        result = program(source, "--device", "cpu", form=form)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.values()["loaded"] == "False", form

@@ -25,6 +25,7 @@ from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
 from torchport.retarget import grad_scaling, state
 from torchport.retarget.standin import StandIn, copy_keeping_class, reduce_as_genuine
+from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd",
            "cuda_amp_custom_fwd", "cuda_amp_custom_bwd", "effective_dtype", "target_grad_scaler"]
@@ -200,7 +201,7 @@ def _exiting(region, *exc_info):
     return _real_autocast.__exit__(region, *exc_info)
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _compiled_region(device_type: str, dtype, enabled: bool):
     """The (device_type, dtype, enabled) of a CUDA autocast in code torch.compile traces: computed (and
     recorded) once, at trace time; the compiled code holds the genuine autocast with them. A region

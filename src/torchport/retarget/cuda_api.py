@@ -20,6 +20,7 @@ import torch
 
 from torchport.retarget import amp, state
 from torchport.retarget.standin import StandIn, facade_module, mirror
+from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["build_cuda_module", "Event", "Stream"]
 
@@ -35,7 +36,7 @@ def _rt() -> state.Retarget:
 #: torch.compile traces: answered once at trace time and held as a constant, as the compiler does for
 #: torch.cuda's own (`torch.cuda.is_available()` in a compiled function); the device current when the
 #: function was traced stays its answer to current_device().
-_constant_in_compiled_code = torch.compiler.assume_constant_result
+_constant_in_compiled_code = constant_in_compiled_code
 
 
 @_constant_in_compiled_code

@@ -23,6 +23,7 @@ import sys
 import torch
 
 from torchport.retarget import state
+from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["leaves_application", "module_of", "depends_on_torch", "forget"]
 
@@ -83,7 +84,7 @@ def leaves_application(function):
         return decided
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _decided_at_trace_time(module: str | None):
     """The decision for a module first met in code torch.compile traces: made at trace time and held
     as a constant (the metadata it reads is not the program's code)."""

@@ -17,6 +17,7 @@ import torch
 from torchport.retarget import (accelerator_api, amp, attention, backend_flags, compiler, cuda_api, data_parallel,
                                 device_values, distributed, host_loading, profiler, runtime, state, sync_batchnorm)
 from torchport.retarget.standin import facade_module
+from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["Facades"]
 
@@ -108,7 +109,7 @@ class DeviceFacade(metaclass=_MappedClassMeta):
         return _construct_device(*args, **kwargs)
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _device_name(*args, **kwargs) -> str:
     """The name of the device `torch.device(*args, **kwargs)` makes, in code torch.compile traces: made
     at trace time and held as a constant."""

@@ -21,6 +21,7 @@ import torch
 from torchport.retarget import cuda_api, destination, frameworks, profiler
 from torchport.retarget.compiler import module_compile
 from torchport.retarget.destination import leaves_application
+from torchport.retarget.traced import constant_in_compiled_code
 
 from torchport.retarget.report import Site
 from torchport.retarget.state import Retarget
@@ -178,7 +179,7 @@ def register_site(filename: str, lineno: int, api: str) -> int:
     return len(SITES) - 1
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _hit(site: int) -> None:
     """Count a use of a rewritten site. In code torch.compile traces, counted once, at trace time: a
     count the compiled code read and wrote would be a value its guards check, changed by every call
@@ -186,7 +187,7 @@ def _hit(site: int) -> None:
     HITS[site] += 1
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _target_string(value: str) -> str:
     """The target's string for a CUDA one; in a function torch.compile traces, answered at trace time
     and held as a constant (the device's own code, which answers it, is not the program's, and the
@@ -194,7 +195,7 @@ def _target_string(value: str) -> str:
     return _rt.map_string(value)
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _target_device(ordinal: int | None):
     """The target device for CUDA ordinal `ordinal` (None: the current one); a constant in compiled code."""
     return _rt.device(ordinal)
@@ -614,7 +615,7 @@ def shown(site: int, value):
     return value
 
 
-@torch.compiler.assume_constant_result
+@constant_in_compiled_code
 def _device_text(device):
     """"cuda" / "cuda:N" for a device standing for CUDA (see `device_type` and `device_index`), else None."""
     if device.type == "cuda":
