@@ -678,6 +678,13 @@ IDIOMS = [
      "import torch\nw = torch.zeros(2, device='cuda', requires_grad=True)\nhost = list(map(torch.Tensor.cpu, [w]))\n"
      "with torch.no_grad():\n    w.add_(1.0)\nresult = (host[0].tolist(), host[0].requires_grad, type(host[0]).__name__)",
      "result = ([0.0, 0.0], True, 'Tensor')"),
+    # the other spellings of the same transfers: the host as a device object, the legacy type, a packed batch
+    ("host_device_object_and_legacy_type_copy",
+     "import torch\nfrom torch.nn.utils.rnn import pack_sequence\nx = torch.zeros(2, device='cuda')\n"
+     "host = x.to(torch.device('cpu'))\nlegacy = x.type(torch.cuda.FloatTensor)\n"
+     "packed = pack_sequence([torch.zeros(2, device='cuda')]).cpu()\nx.add_(1.0)\n"
+     "result = (host.tolist(), legacy.tolist(), packed.data.tolist())",
+     "result = ([0.0, 0.0], [0.0, 0.0], [0.0, 0.0])"),
     # a module moves in place, on a GPU too: `.cpu()` of it is the module itself
     ("module_cpu_is_the_module",
      "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nresult = (model.cpu() is model, model.to('cpu') is model)",

@@ -231,13 +231,13 @@ def call(function, site: int, *args, **kwargs):
     __tracebackhide__ = True  # pytest shows the application's frames around this one, not it
     if (function is _as_tensor or function is _asarray) and _rt.type == "cpu" and args \
             and _crossing(kwargs.get("device")) is _TO_DEVICE and not isinstance(args[0], _UNSHARED_DATA):
-        # the host's memory sent to the device is a copy on a GPU machine (see _host_copy)
+        # the host's memory sent to the device is a copy on a GPU machine (see _transferred)
         kwargs["device"] = map_device(kwargs["device"], site)
         made = function(*args, **kwargs)
         if not _shares_memory(args[0], made):
             return made
         if isinstance(args[0], _Tensor):  # a tensor sent to the device, as `.to(device)` sends it
-            return made if _on_the_device(made) else made.clone()
+            return _transferred(made, made, to_device=True)
         return made.detach().clone().requires_grad_(made.requires_grad)  # an array's memory: a new leaf
     if kwargs and (where := leaves_application(function if function is not _partial or not args else args[0])):
         for keyword, value in kwargs.items():
@@ -286,7 +286,7 @@ def subprocess_call(function, site: int, *args, **kwargs):
 def to1(site: int, obj, first):
     """`obj.to(first)`, the common form, with a CUDA device mapped. Where the target is the host (the
     CPU), a tensor sent to a CUDA device the application named, or to the host it wrote as "cpu", is a
-    copy as on a GPU machine, where torch would give the tensor itself (see `_host_copy`)."""
+    copy as on a GPU machine, where torch would give the tensor itself (see `_transferred`)."""
     first_type = first.__class__
     if first_type is str:
         mapped = _target_string(first)
@@ -294,7 +294,7 @@ def to1(site: int, obj, first):
             _hit(site)
         elif first == "cpu" or first.startswith("cpu:"):
             moved = obj.to(first)
-            return _host_copy(obj) if moved is obj and _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) else moved
+            return _transferred(obj, moved, to_device=False) if moved is obj else moved
         else:
             return obj.to(first)
     elif first_type is _device_type:
@@ -312,9 +312,7 @@ def to1(site: int, obj, first):
     else:  # a dtype, a tensor, another object's own argument
         return obj.to(first)
     moved = obj.to(mapped)
-    if moved is obj and _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and not _on_the_device(obj):
-        return _host_copy(obj)
-    return moved
+    return _transferred(obj, moved, to_device=True) if moved is obj else moved
 
 
 def to(site: int, obj, *args, **kwargs):
@@ -324,14 +322,12 @@ def to(site: int, obj, *args, **kwargs):
     (see `cpu`)."""
     if isinstance(obj, type) and args and isinstance(args[0], obj) and issubclass(obj, _MOVABLE):
         obj, args = args[0], args[1:]
-    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (
-            crossing := _crossing(args[0] if args else kwargs.get("device"))) and not (
-            crossing is _TO_DEVICE and _on_the_device(obj)):
+    if _rt.type == "cpu" and (crossing := _crossing(args[0] if args else kwargs.get("device"))):
         mapped = (map_device(args[0], site), *args[1:]) if args else args
         if "device" in kwargs:
             kwargs["device"] = map_device(kwargs["device"], site)
         moved = obj.to(*mapped, **kwargs)
-        return _host_copy(obj) if moved is obj or _same_data(obj, moved) else moved
+        return _transferred(obj, moved, to_device=crossing is _TO_DEVICE) if moved is obj else moved
     if args:
         first = args[0]
         first_type = first.__class__
@@ -373,9 +369,7 @@ def cuda(site: int, obj, *args, **kwargs):
                 return obj.cuda(*args, **kwargs)
             return obj.to(target)
         moved = obj.to(target, non_blocking=non_blocking, **options)
-        if _rt.type == "cpu" and (moved is obj or _same_data(obj, moved)) and not _on_the_device(obj):
-            return _host_copy(obj)
-        return moved
+        return _transferred(obj, moved, to_device=True) if moved is obj else moved
     if isinstance(obj, _Storages):
         _hit(site)
         device = _cuda_arguments(*args, **kwargs)[0]
@@ -396,18 +390,14 @@ def cpu(site: int, obj, *args, **kwargs):
         obj = args[0]
     else:
         moved = obj.cpu(*args, **kwargs)
-    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (moved is obj or _same_data(obj, moved)):
-        return _host_copy(obj)
-    return moved
+    return _transferred(obj, moved, to_device=False) if moved is obj else moved
 
 
 def to_host(site: int, obj, *args, **kwargs):
     """`x.to("cpu")` / `x.to(torch.device("cpu"))` with the host written out at the call: a copy where
     the target is the host, as `cpu` is."""
     moved = to(site, obj, *args, **kwargs)
-    if _rt.type == "cpu" and isinstance(obj, _HOST_COPIED) and (moved is obj or _same_data(obj, moved)):
-        return _host_copy(obj)
-    return moved
+    return _transferred(obj, moved, to_device=False) if moved is obj else moved
 
 
 _as_tensor = torch.as_tensor
@@ -456,18 +446,16 @@ def _shares_memory(data, made) -> bool:
     return interface is not None and made.data_ptr() == interface["data"][0]
 
 
-def _same_data(obj, moved) -> bool:
-    """A packed sequence moved without copying its data."""
-    return isinstance(obj, _PackedSequence) and moved.data is obj.data
-
-
-def _host_copy(obj):
-    """A copy of `obj` (a tensor or packed sequence already where it was sent): where the target is
-    the host, a GPU machine's host-device transfer is a copy that torch would skip. On a GPU the
+def _transferred(obj, moved, to_device: bool):
+    """What a GPU machine's host-device transfer of `obj` gives, `moved` being torch's answer (`obj`
+    itself when it is already there): where the target is the host, a copy of a tensor or packed
+    sequence, except a tensor being trained sent to the device (`_on_the_device`). On a GPU the
     application's `.cpu()` snapshot of the best weights keeps them while training goes on, an edit of
     `x.cpu().numpy()` leaves `x` as it was, and `torch.as_tensor(obs, device="cuda")` or
     `.to("cuda")` of a slice of a host dataset or of an environment's reused buffer does not follow
     later writes to the host memory (replay buffers, in-place normalisation)."""
+    if moved is not obj or _rt.type != "cpu" or not isinstance(obj, _HOST_COPIED) or (to_device and _on_the_device(obj)):
+        return moved
     if isinstance(obj, _PackedSequence):
         return obj._replace(data=obj.data.clone())
     if isinstance(obj, _Uninitialized):  # a lazy module's parameter has no data to copy yet
@@ -556,7 +544,7 @@ def tensor_type(site: int, obj, *args, **kwargs):
         return obj.type(*args, **kwargs)
     _hit(site)
     moved = obj.to(device=_rt.device(), dtype=dtype, non_blocking=kwargs.get("non_blocking", False))
-    return _host_copy(obj) if moved is obj and _rt.type == "cpu" and not _on_the_device(obj) else moved
+    return _transferred(obj, moved, to_device=True) if moved is obj else moved
 
 
 def is_cuda(site: int, obj):
