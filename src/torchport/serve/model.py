@@ -97,12 +97,15 @@ def _holds_bool(values: Any) -> bool:
     """Whether a JSON true or false is among the nested lists `values` (torch takes them as 1 and 0)."""
     import itertools
 
-    level = values if isinstance(values, list) else [values]
-    while level:
-        if any(value.__class__ is bool for value in level):
+    level = [values]
+    while True:  # one level of the nesting at a time, its element types gathered in C
+        nested = [value for value in level if value.__class__ is list]
+        kinds = set(map(type, itertools.chain.from_iterable(nested)))
+        if bool in kinds:
             return True
-        level = list(itertools.chain.from_iterable(value for value in level if value.__class__ is list))
-    return False
+        if list not in kinds:
+            return False
+        level = list(itertools.chain.from_iterable(nested))
 
 
 def default_postprocess(outputs: Any) -> dict[str, Any]:
