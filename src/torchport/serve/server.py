@@ -84,6 +84,7 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     require_server_stack()
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
@@ -108,8 +109,6 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
         if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
             raise PayloadTooLarge(f"The request body is {declared} bytes; the limit is {max_body_bytes}. "
                                   "Send fewer inputs per request.")
-        from starlette.requests import ClientDisconnect
-
         chunks, size = [], 0
         try:
             async with asyncio.timeout(body_timeout_s):
