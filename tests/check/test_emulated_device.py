@@ -45,6 +45,8 @@ def test_tensors_live_on_the_device_and_mixing_with_cpu_fails(target):
     assert on_device.device.type == EMULATED and not on_device.is_cpu
     with pytest.raises(RuntimeError, match="same device"):
         on_device + torch.ones(3)
+    with pytest.raises(TypeError, match="numpy"):  # as for a CUDA tensor: .cpu() first
+        on_device.numpy()
     # A 0-dim CPU tensor is allowed, as on CUDA.
     assert torch.equal((on_device * torch.tensor(2.0)).cpu(), torch.full((3,), 2.0))
 
