@@ -724,4 +724,12 @@ IDIOMS = [
      "pin = 'cuda' in str(device)\nuse_amp = str(device) == 'cuda'\n"
      "result = (pin, use_amp, f'{device}', f'{torch.device(\"cuda:0\")!s}', str(torch.device(str(device))), str(7))",
      "result = (True, True, 'cuda', 'cuda:0', 'cuda', '7')"),
+    # -- device contexts of multi-GPU code: torch's class, the tensor's ordinal --------------------
+    ("device_context_of_a_tensor",
+     "import torch\ntorch.cuda.set_device(0)\nx = torch.zeros(2, device='cuda')\nwith torch.cuda.device(x.get_device()) as entered:\n"
+     "    inner = torch.cuda.current_device()\nwith torch.cuda.device_of(x):\n    y = torch.ones(1, device='cuda')\n"
+     "ctx = torch.cuda.device('cuda:0')\n"
+     "result = (torch.cuda.device_of(x).idx, ctx.idx, ctx.prev_idx, entered, inner, y.get_device(),\n"
+     "          isinstance(torch.cuda.device_of(x), torch.cuda.device), torch.cuda.device(-1).idx)",
+     "result = (0, 0, -1, None, 0, 0, True, -1)"),
 ]

@@ -96,24 +96,79 @@ def _current_index(backend, index: int):
         backend.set_current_index(previous)
 
 
-class device:  # noqa: N801 - mirrors torch.cuda.device
-    """`with torch.cuda.device(i):` on the target."""
+def _selected_ordinal(value) -> int:
+    """The CUDA ordinal `torch.cuda.device(value)` selects, read as torch.cuda reads it
+    (`_get_device_index(value, optional=True)`) from the application's values: an integer as it is
+    (negative: none), 'cuda:N' / a device made from it N, 'cuda' / None the current device, another
+    `torch.cuda.device` its `idx`. A device of the target that was not made from a CUDA name (a
+    tensor's `.device`) is the CUDA device it stands for; a host device or string raises as on CUDA."""
+    retarget = _rt()
+    if isinstance(value, _real_cuda.device):
+        return value.idx
+    if isinstance(value, bool) or not isinstance(value, (int, str, torch.device, type(None))):
+        raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{value}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        match = state._CUDA_STRING.match(value.strip())
+        if match is None:
+            raise ValueError(f"Expected a cuda device, but got: {torch.device(value)}")
+        value = retarget.device(None if match.group(1) is None else int(match.group(1)))
+    ordinal = None if value is None else retarget.cuda_ordinal(value)
+    if ordinal is False:
+        if value.type != retarget.type:
+            raise ValueError(f"Expected a cuda device, but got: {value}")
+        ordinal = retarget.ordinal_of(value.index)
+    return _current_ordinal() if ordinal is None else ordinal
 
-    def __init__(self, device_index):
-        self.device_index = device_index
-        self._context = contextlib.nullcontext()
+
+def _current_ordinal() -> int:
+    """current_device()'s answer, or -1 where the application sees no CUDA device."""
+    return current_device() if _rt().visible() else -1
+
+
+class device(_real_cuda.device):  # noqa: N801 - mirrors torch.cuda.device
+    """`with torch.cuda.device(i):` on the target: torch's class (`isinstance`, `idx`, `prev_idx`),
+    selecting the target device that CUDA ordinal `i` names, so `current_device()` inside the block
+    answers `i` as on a GPU machine; a negative ordinal or None with no device is a no-op, as there."""
+
+    def __init__(self, device):
+        self.idx = _selected_ordinal(device)
+        self.prev_idx = -1
+        self._restore = None
 
     def __enter__(self):
         retarget = _rt()
-        if retarget.accelerator and self.device_index is not None:
-            index = self.device_index
-            if not isinstance(index, int):
-                index = torch.device(retarget.map_string(str(index))).index or 0
-            self._context = _current_index(retarget.backend, retarget.index(index))
-        return self._context.__enter__()
+        self.prev_idx = _current_ordinal()
+        if self.idx < 0 or self.idx == self.prev_idx:
+            self._restore = None
+            return
+        retarget.device(self.idx)  # an ordinal past the target's devices shares one, reported
+        context = (_current_index(retarget.backend, retarget.index(self.idx)) if retarget.accelerator
+                   else contextlib.nullcontext())
+        context.__enter__()
+        self._restore = (context, retarget.current_ordinal)
+        retarget.current_ordinal = self.idx
 
     def __exit__(self, *exc_info):
-        return self._context.__exit__(*exc_info)
+        if self._restore is not None:
+            context, _rt().current_ordinal = self._restore
+            self._restore = None
+            context.__exit__(*exc_info)
+        return False
+
+
+class device_of(device, _real_cuda.device_of):  # noqa: N801 - mirrors torch.cuda.device_of
+    """`with torch.cuda.device_of(x):` the device of a tensor or storage on the target, by its CUDA
+    ordinal (`x.get_device()` as the application reads it); a no-op (idx -1) for one on the host."""
+
+    def __init__(self, obj):
+        retarget = _rt()
+        tensor_device = getattr(obj, "device", None)
+        if tensor_device.__class__ is torch.device and tensor_device.type == retarget.type:
+            super().__init__(retarget.ordinal_of(tensor_device.index))
+        else:
+            super().__init__(-1)
 
 
 def synchronize(device=None) -> None:
@@ -966,7 +1021,7 @@ def build_cuda_module() -> types.ModuleType:
     """A fresh `torch.cuda` facade module."""
     module = _CudaModule("torch.cuda", __doc__)
     names = [
-        "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
+        "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
         "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
         "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
         "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
