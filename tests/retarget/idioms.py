@@ -732,4 +732,12 @@ IDIOMS = [
      "result = (torch.cuda.device_of(x).idx, ctx.idx, ctx.prev_idx, entered, inner, y.get_device(),\n"
      "          isinstance(torch.cuda.device_of(x), torch.cuda.device), torch.cuda.device(-1).idx)",
      "result = (0, 0, -1, None, 0, 0, True, -1)"),
+    # a module overriding cuda()/to() that calls torch's own unbound (wrappers that count or hook moves)
+    ("override_calls_torchs_own_unbound",
+     "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.lin = torch.nn.Linear(2, 2)\n        self.moves = 0\n    def cuda(self, device=None):\n"
+     "        self.moves += 1\n        return torch.nn.Module.cuda(self, device)\n    def to(self, *args, **kwargs):\n"
+     "        self.moves += 10\n        return torch.nn.Module.to(self, *args, **kwargs)\n"
+     "net = Net().cuda().to('cuda')\nnet = Net.cuda(net)\nresult = (net.moves, net.lin.weight.is_cuda)",
+     "result = (12, True)"),
 ]

@@ -321,6 +321,13 @@ def to(site: int, obj, *args, **kwargs):
     is the bound one. A tensor on the target sent to the host is a copy where the target is the host
     (see `cpu`)."""
     if isinstance(obj, type) and args and isinstance(args[0], obj) and issubclass(obj, _MOVABLE):
+        if issubclass(obj, _Module):  # `nn.Module.to(self, device)` in an override: that class's own
+            cls, obj, args = obj, args[0], args[1:]
+            if args and args[0].__class__ in _DEVICE_VALUE_TYPES:
+                args = (map_device(args[0], site), *args[1:])
+            if "device" in kwargs:
+                kwargs["device"] = map_device(kwargs["device"], site)
+            return cls.to(obj, *args, **kwargs)
         obj, args = args[0], args[1:]
     if _rt.type == "cpu" and (crossing := _crossing(args[0] if args else kwargs.get("device"))):
         mapped = (map_device(args[0], site), *args[1:]) if args else args
@@ -348,7 +355,11 @@ def cuda(site: int, obj, *args, **kwargs):
     `torch.nn.Module.cuda(model, 0)` is the bound one. Any other object's `cuda` gets the arguments
     as written."""
     if isinstance(obj, type) and issubclass(obj, (_Tensor, _Module)) and args and isinstance(args[0], obj):
-        return cuda(site, *args, **kwargs)  # `Module.cuda(model[, device])`
+        if not issubclass(obj, _Module):
+            return cuda(site, *args, **kwargs)  # `torch.Tensor.cuda(t[, device])`
+        if obj.cuda is not _Module.cuda:  # `Net.cuda(model)`: that class's own override
+            return obj.cuda(*args, **kwargs)
+        obj, args = _SuperModule(args[0]), args[1:]  # `nn.Module.cuda(self)` in an override: torch's own
     if isinstance(obj, super) and isinstance(obj.__self__, _Module):
         method = obj.cuda
         if getattr(method, "__func__", None) is not _Module.cuda:
@@ -400,6 +411,8 @@ def to_host(site: int, obj, *args, **kwargs):
     return _transferred(obj, moved, to_device=False) if moved is obj else moved
 
 
+#: the classes of the values `.to(value)` reads as a device
+_DEVICE_VALUE_TYPES = (str, _device_type, int)
 _as_tensor = torch.as_tensor
 _asarray = torch.asarray
 #: data that `torch.as_tensor` always copies (it shares the memory of tensors and arrays)
