@@ -214,6 +214,47 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     assert plain.stdout.split() == ["cuda:0", "65536.0"]
 
 
+@pytest.mark.parametrize("device", ["cpu", "neuron-emulated"])
+def test_a_checkpoint_with_the_cuda_generator_state_loads_on_a_gpu_machine_and_resumes_exactly(program, tmp_path, device):
+    # fairseq/Megatron-style checkpoints hold `torch.cuda.get_rng_state()`: a GPU machine's
+    # `torch.cuda.set_rng_state` takes only CUDA's 16 bytes (Philox seed, offset), and a resume on
+    # the target continues the draws the run would have made
+    checkpoint = tmp_path / "ck.pt"
+    source = f"""
+    import os, torch
+    if os.path.exists({str(checkpoint)!r}):
+        state = torch.load({str(checkpoint)!r})
+        torch.cuda.set_rng_state(state["cuda_rng_state"])
+        resumed = torch.rand(3, device="cuda").tolist()
+        torch.cuda.default_generators[0].set_state(state["all"][0])  # Megatron's tracker restores so
+        print("resumed=" + str(resumed == state["next"]) + "," + str(torch.rand(3, device="cuda").tolist() == state["next"]))
+    else:
+        torch.cuda.manual_seed(11)
+        torch.rand(5, device="cuda")
+        state = torch.cuda.get_rng_state()
+        states = torch.cuda.get_rng_state_all()
+        following = torch.rand(3, device="cuda").tolist()
+        torch.save({{"cuda_rng_state": state, "all": states, "next": following}}, {str(checkpoint)!r})
+        print("state=" + str(state.dtype) + "," + str(tuple(state.shape)) + "," + str(len(states)))
+    """
+    result = program(source, "--device", device)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"state": "torch.uint8,(16,),1"}
+    result = program(source, "--device", device)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"resumed": "True,True"}
+    # the original code on a GPU machine: CUDA's set_state takes 16 bytes, a seed and an offset that
+    # is a multiple of 4
+    check = ("import sys, torch\n"
+             "data = torch.load(sys.argv[1])\n"
+             "for state in [data['cuda_rng_state'], *data['all']]:\n"
+             "    seed, offset = state.contiguous().view(torch.int64).tolist()\n"
+             "    print(state.dtype, state.numel(), seed, offset % 4)\n")
+    plain = subprocess.run([sys.executable, "-c", check, str(checkpoint)], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split("\n")[:2] == ["torch.uint8 16 11 0"] * 2
+
+
 def test_devices_in_a_gpu_checkpoint_equal_the_programs_own_and_save_as_written(program, tmp_path):
     # written as a GPU machine writes it: torch.device objects of CUDA wherever the program kept one
     gpu_checkpoint = tmp_path / "gpu.pt"

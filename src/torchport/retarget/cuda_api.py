@@ -473,7 +473,7 @@ def initial_seed() -> int:
 
 def get_rng_state(device="cuda"):
     _rt().redirected("torch.cuda.get_rng_state")
-    return _rng_state()
+    return _cuda_shaped(_rng_state())
 
 
 def _rng_state():
@@ -482,25 +482,84 @@ def _rng_state():
     return torch.get_rng_state()
 
 
+#: The bytes of a CUDA generator's state: Philox's 64-bit seed and 64-bit offset.
+_CUDA_STATE_BYTES = 16
+
+
+def _cuda_shaped(state):
+    """The target generator's `state` as the application's CUDA generator state: 16 bytes, as CUDA's
+    (`torch.cuda.set_rng_state` on a GPU machine takes nothing else, so a checkpoint holding it loads
+    there with the original code: the way back), holding the target's seed and offset 0. The
+    target's own state rides in the same storage, behind the 16 bytes the tensor shows: `torch.save`
+    keeps a tensor's whole storage, so `set_rng_state` of the tensor, or of the tensor a checkpoint
+    gives back, restores the target's generator exactly. (A target whose state is 16 bytes, or not
+    a tensor, as torch_xla's seed, gives it as it is.)"""
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() == _CUDA_STATE_BYTES:
+        return state
+    retarget = _rt()
+    seed = (retarget.backend.device_module().initial_seed() if retarget.accelerator
+            else torch.initial_seed())
+    packed = torch.empty(_CUDA_STATE_BYTES + state.numel(), dtype=torch.uint8)
+    packed[:_CUDA_STATE_BYTES].view(torch.int64).copy_(torch.tensor([seed - 2**64 if seed >= 2**63 else seed, 0]))
+    packed[_CUDA_STATE_BYTES:].copy_(state.reshape(-1))
+    return packed[:_CUDA_STATE_BYTES]
+
+
+def cuda_shaped(state) -> bool:
+    """Whether `state` has the shape of a CUDA generator's state (16 bytes)."""
+    return isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.numel() == _CUDA_STATE_BYTES
+
+
+def _carried_state(state):
+    """The target generator's own state carried behind a `_cuda_shaped` tensor, or None."""
+    if not cuda_shaped(state):
+        return None
+    storage = state.untyped_storage()
+    if state.storage_offset() != 0 or state.stride() != (1,) or storage.nbytes() <= _CUDA_STATE_BYTES:
+        return None
+    carried = torch.empty(0, dtype=torch.uint8, device=state.device)
+    carried.set_(storage, _CUDA_STATE_BYTES, (storage.nbytes() - _CUDA_STATE_BYTES,))
+    return carried.cpu().clone()
+
+
 def set_rng_state(new_state, device="cuda") -> None:
     _rt().redirected("torch.cuda.set_rng_state")
     _set_rng_state(new_state)
 
 
+def generator_set_state(generator, new_state) -> None:
+    """`generator.set_state(new_state)` in the application. For one of `torch.cuda.default_generators`
+    (Megatron's and DeepSpeed's RNG trackers restore `torch.cuda.get_rng_state()` through them) a
+    CUDA-shaped state is `set_rng_state`'s; for another generator, the target's own state a
+    `_cuda_shaped` one carries; anything else as torch takes it."""
+    if cuda_shaped(new_state):
+        if any(generator is own for own in _default_generators()):
+            _set_rng_state(new_state)
+            return generator
+        carried = _carried_state(new_state)
+        if carried is not None:
+            new_state = carried
+    return generator.set_state(new_state)
+
+
 def _set_rng_state(new_state) -> None:
     retarget = _rt()
-    gpu = _gpu_generator_state(new_state)
-    if gpu is not None:  # a checkpoint written on a GPU machine: its generator's seed, reported
-        seed, offset = gpu
-        retarget.decide("CUDA generator state", f"a GPU's generator state (Philox: seed {seed}, offset {offset}) "
-                                                f"restored as seed {seed} on {retarget.backend.name}, whose "
-                                                "generator has another algorithm: its draws are not the GPU's",
-                        kind="adapted")
-        if retarget.accelerator:
-            retarget.backend.device_module().manual_seed(seed)
-        else:
-            torch.default_generator.manual_seed(seed)
-        return
+    carried = _carried_state(new_state)
+    if carried is not None:  # what get_rng_state gave: the target's own state, restored exactly
+        new_state = carried
+    else:
+        gpu = _gpu_generator_state(new_state)
+        if gpu is not None:  # a checkpoint written on a GPU machine, or a copy of the 16 bytes alone
+            seed, offset = gpu
+            retarget.decide("CUDA generator state", f"a 16-byte CUDA generator state (Philox: seed {seed}, offset "
+                                                    f"{offset}) restored as seed {seed} on {retarget.backend.name}, "
+                                                    "whose generator has another algorithm: its draws are not the "
+                                                    "GPU's", kind="adapted")
+            if retarget.accelerator:
+                retarget.backend.device_module().manual_seed(seed)
+            else:
+                torch.default_generator.manual_seed(seed)
+            return
     if retarget.accelerator:
         retarget.backend.device_module().set_rng_state(new_state)
     else:
@@ -510,13 +569,13 @@ def _set_rng_state(new_state) -> None:
 def _gpu_generator_state(state) -> tuple[int, int] | None:
     """(seed, offset) of a CUDA generator's state (16 bytes: Philox's 64-bit seed and offset), where
     the target's generator keeps another state; else None."""
-    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() != 16:
+    if not cuda_shaped(state):
         return None
     own = _rng_state()  # torch_xla's is an integer
-    if isinstance(own, torch.Tensor) and own.numel() == 16:
+    if isinstance(own, torch.Tensor) and own.numel() == _CUDA_STATE_BYTES:
         return None
     seed, offset = state.detach().cpu().contiguous().view(torch.int64).tolist()
-    return seed, offset
+    return seed % 2**64, offset
 
 
 def _default_generators() -> tuple:
@@ -538,7 +597,7 @@ def _lazy_call(callable, **kwargs) -> None:
 def get_rng_state_all():
     """One state per CUDA device the application sees (`states[local_rank]` under torchrun)."""
     _rt().redirected("torch.cuda.get_rng_state_all")
-    return [_rng_state() for _ in range(len(_rt().visible()))]
+    return [_cuda_shaped(_rng_state()) for _ in range(len(_rt().visible()))]
 
 
 def set_rng_state_all(new_states) -> None:

@@ -539,6 +539,16 @@ def record_stream(site: int, obj, stream):
     return obj.record_stream(real)
 
 
+def generator_set_state(site: int, obj, *args, **kwargs):
+    """`g.set_state(state)`: for a torch.Generator, a CUDA generator state the application holds
+    (`torch.cuda.get_rng_state()`'s, a GPU checkpoint's) set as `torch.cuda.set_rng_state` sets it
+    (`cuda_api.generator_set_state`); anything else's own `set_state`."""
+    if obj.__class__ is torch.Generator and len(args) == 1 and not kwargs and cuda_api.cuda_shaped(args[0]):
+        _hit(site)
+        return cuda_api.generator_set_state(obj, args[0])
+    return obj.set_state(*args, **kwargs)
+
+
 def tensor_type(site: int, obj, *args, **kwargs):
     """`x.type()` / `x.type(torch.cuda.FloatTensor)` as on CUDA: the target's tensors are CUDA's."""
     if not isinstance(obj, _Tensor):

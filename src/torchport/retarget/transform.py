@@ -56,6 +56,7 @@ REWRITTEN_METHODS = {
     "type": "tensor_type",
     "get_device": "get_device",
     "compile": "module_compile",
+    "set_state": "generator_set_state",
 }
 #: methods read without being called (`map(torch.Tensor.cuda, batch)`, `partial(torch.Tensor.to,
 #: device="cuda")`, `move = model.cuda`): the reference is runtime.method_reference, which calls the
