@@ -44,6 +44,22 @@ def test_scaled_max_abs_limit_and_cosine_rule():
     assert any("cosine" in reason for reason in judge(orthogonal, DEFAULT_THRESHOLDS["float32"]))
 
 
+def test_values_within_the_absolute_limit_of_zero_are_judged_by_max_abs_alone():
+    # one score per row summed in another order: 7e-9 against 0, -2e-9 against 3e-9; their cosine
+    # (0, -1) is rounding noise, far inside float32's max abs limit of 1e-3
+    for reference, target in ((torch.tensor([0.0]), torch.tensor([7.45e-9])),
+                              (torch.tensor([3e-9, 0.0]), torch.tensor([-2e-9, 0.0]))):
+        metrics = tensor_metrics(reference, target)
+        assert metrics.cosine <= 0.0
+        assert judge(metrics, DEFAULT_THRESHOLDS["float32"]) == []
+    # above the limit the direction counts: the same flip at 0.01 is a mismatch
+    flipped = tensor_metrics(torch.tensor([0.01, 0.0]), torch.tensor([-0.01, 0.0]))
+    assert any("cosine" in reason for reason in judge(flipped, DEFAULT_THRESHOLDS["float32"]))
+    # and small values far off in absolute terms still fail the max abs rule
+    off = tensor_metrics(torch.tensor([0.0005]), torch.tensor([0.5]))
+    assert any("max abs error" in reason for reason in judge(off, DEFAULT_THRESHOLDS["float32"]))
+
+
 def test_identical_and_empty_tensors():
     value = torch.randn(3, 5)
     metrics = tensor_metrics(value, value.clone())

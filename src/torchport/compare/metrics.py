@@ -7,7 +7,9 @@ relative error; NaN or inf on one side only; dtype and shape mismatch.
 Pass rule, per dtype (overridable): cosine >= `cosine_min` and max absolute error <=
 `max_abs` * max(1, max |reference|). For values of magnitude <= 1 this is msprobe's absolute rule
 (cosine > 0.99, max abs < 0.001 for fp32); for larger values (logits, unnormalised sums) the limit
-scales with the magnitude, so the rule judges precision rather than units.
+scales with the magnitude, so the rule judges precision rather than units. A reference whose values
+are all within `max_abs` of 0 is judged by the max abs rule alone: their direction is noise at
+that tolerance.
 """
 
 from __future__ import annotations
@@ -267,13 +269,20 @@ def _identical(metrics: TensorMetrics, reference) -> TensorMetrics:
 def judge(metrics: TensorMetrics, limits: Thresholds) -> list[str]:
     """The reasons `metrics` fail `limits` (empty when they pass), on top of its own issues."""
     reasons = list(metrics.issues)
-    if metrics.cosine is not None and metrics.cosine < limits.cosine_min:
+    if metrics.cosine is not None and metrics.cosine < limits.cosine_min and not _near_zero(metrics, limits):
         reasons.append(f"cosine {metrics.cosine:.6f} < {limits.cosine_min}")
     if metrics.max_abs is not None:
         allowed = limits.max_abs * max(1.0, metrics.reference_max_abs_value or 0.0)
         if metrics.max_abs > allowed:
             reasons.append(f"max abs error {metrics.max_abs:.3g} > {allowed:.3g}")
     return reasons
+
+
+def _near_zero(metrics: TensorMetrics, limits: Thresholds) -> bool:
+    """Whether every reference value is within the absolute limit of 0, where the max abs rule alone
+    judges the pair: the direction of such values is rounding noise at that tolerance (a score summed
+    in another order, 7e-9 against 0, has cosine 0; 3e-9 against -2e-9, cosine -1)."""
+    return metrics.reference_max_abs_value is not None and metrics.reference_max_abs_value <= limits.max_abs
 
 
 def worst(items: list[TensorMetrics]) -> dict[str, float | None]:
