@@ -114,6 +114,38 @@ def test_shadow_of_a_canary_request_runs_the_primary():
         assert answer.routed == "canary" and deployment.shadow_monitor.mismatches == 1
 
 
+class FallbackDown(torch.nn.Module):
+    """make_linear's model; while `down`, every call on the CPU (the fallback) raises, as a lost
+    runtime would; an input whose first value is -1 is rejected on every device."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.down = False
+
+    def forward(self, inputs):
+        if float(inputs.reshape(-1)[0]) == -1.0:
+            raise ValueError("negative ids are not in the vocabulary")
+        if self.down and inputs.device.type == "cpu":
+            raise RuntimeError("device-side failure: fallback runtime lost")
+        return self.model(inputs)
+
+
+def test_a_canary_request_the_fallback_fails_is_answered_by_the_primary_not_blamed_on_the_input():
+    model = FallbackDown()
+    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", canary=0.0) as deployment:
+        expected = fallback_answer(deployment, sample(1))
+        model.down = True  # the fallback's copy of the model
+        answer = deployment.predict({"inputs": sample(1)})
+        assert (answer.role, answer.device, answer.failover) == ("primary", PRIMARY, None)
+        assert answer.body["outputs"][0] == pytest.approx(expected[0], rel=1e-5)
+        text = deployment.metrics.exposition()[0].decode()
+        assert "torchport_serve_fallback_failures_total 1.0" in text
+        with pytest.raises(ModelRejectedInput, match="failed on it too") as rejected:  # both devices reject it
+            deployment.predict({"inputs": [[-1.0] * FEATURES]})
+        assert rejected.value.status == 422 and deployment.breaker.state == CLOSED
+
+
 def test_shadow_on_one_device_is_reported_as_not_checked():
     with Deployment(make_linear, primary="cpu", fallback="cpu", shadow=0.5) as deployment:
         assert "self-comparison" in deployment.shadow_note
@@ -193,6 +225,43 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
     assert "False" not in str(refused.value) and "pickled model" not in str(refused.value)
 
 
+def test_weights_saved_from_a_ddp_or_compiled_model_or_in_a_training_checkpoint_load(tmp_path):
+    trained = make_linear()
+    with torch.no_grad():
+        for parameter in trained.parameters():
+            parameter.add_(1.0)
+    expected = trained(torch.tensor(sample(1))).tolist()
+    layouts = {
+        "ddp": {f"module.{key}": value for key, value in trained.state_dict().items()},
+        "compiled_ddp": {f"module._orig_mod.{key}": value for key, value in trained.state_dict().items()},
+        "tutorial": {"epoch": 7, "model_state_dict": trained.state_dict(), "optimizer_state_dict": {}},
+    }
+    for name, layout in layouts.items():
+        torch.save(layout, tmp_path / f"{name}.pt")
+        with Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / f"{name}.pt")) as deployment:
+            outputs = deployment.predict({"inputs": sample(1)}).body["outputs"]
+            assert outputs[0] == pytest.approx(expected[0], abs=1e-5), name
+    # another architecture: how many keys differ, a few of them named, not every key on one line
+    other = torch.nn.Sequential(*[torch.nn.Linear(FEATURES, FEATURES) for _ in range(30)])
+    torch.save(other.state_dict(), tmp_path / "other.pt")
+    with pytest.raises(UsageError, match="56 key\\(s\\) the model does not have") as refused:
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "other.pt"))
+    assert "and 53 more" in str(refused.value) and len(str(refused.value)) < 600
+
+
+def test_a_compare_case_serves_with_its_inputs_as_the_example_even_as_a_function_of_the_batch_size():
+    def case():  # as `torchport compare` takes it
+        return {"model": make_linear(), "inputs": lambda batch_size: torch.randn(batch_size, FEATURES),
+                "unit": "samples", "units_per_sample": 1.0}
+
+    with Deployment(case, primary=PRIMARY, fallback="cpu", batch_max_size=4) as deployment:
+        assert deployment.warmup == {"primary": "ok", "fallback": "ok"} and deployment.contract is not None
+        assert deployment.batcher is not None  # a 2-row example: the batch dimension is known
+        assert deployment.predict({"inputs": sample(1)}).role == "primary"
+    with pytest.raises(UsageError, match="both 'inputs' and 'example'"):
+        Deployment(lambda: {**case(), "example": torch.randn(2, FEATURES)}, primary=PRIMARY, fallback="cpu")
+
+
 @pytest.mark.parametrize("options, fragment", [
     ({"shadow": 1.5}, "shadow=1.5 is not a share"),
     ({"canary": -0.1}, "canary=-0.1 is not a share"),
@@ -202,6 +271,23 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
 def test_bad_settings_are_usage_errors(options, fragment):
     with pytest.raises(UsageError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
         Deployment(make_linear, **{"primary": PRIMARY, "fallback": "cpu", **options})
+
+
+def test_a_model_returned_in_training_mode_is_served_in_eval_mode_unless_the_factory_says_eval_false():
+    def dropout_model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Dropout(0.5))  # as constructed: training
+
+    request = {"inputs": [[1.0, 2.0, 3.0, 4.0]]}
+    with Deployment(dropout_model, primary=PRIMARY, fallback="cpu") as deployment:
+        assert "1 (Dropout)" in deployment.spec.training and deployment.spec.eval
+        answers = {str(deployment.predict(request).body) for _ in range(3)}
+        assert len(answers) == 1  # dropout off
+    with Deployment(lambda: {"model": dropout_model(), "eval": False}, primary=PRIMARY, fallback="cpu") as deployment:
+        answers = {str(deployment.predict(request).body) for _ in range(3)}
+        assert len(answers) == 3  # Monte Carlo dropout, as the factory asked
+    with pytest.raises(UsageError, match="returned 'no' as 'eval'"):
+        Deployment(lambda: {"model": dropout_model(), "eval": "no"}, primary=PRIMARY, fallback="cpu")
 
 
 class CountingModel(torch.nn.Module):

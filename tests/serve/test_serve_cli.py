@@ -180,6 +180,7 @@ def test_a_second_signal_exits_at_once():
 
 @pytest.mark.parametrize("args, fragment", [
     ([os.path.join(HERE, "serve_models.py") + ":nothing_here"], "has no function 'nothing_here'"),
+    ([os.path.join(HERE, "serve_models.py") + ":make_without_its_setting"], "called sys.exit(3) instead of returning"),
     ([ENTRY, "--shadow", "2"], "--shadow '2' is not a share"),
     ([ENTRY, "--primary", "warp-drive"], "Unknown device 'warp-drive'"),
     ([ENTRY, "--weights", "/nonexistent/weights.pt"], "does not exist"),

@@ -170,6 +170,14 @@ def test_sys_exit_in_the_primary_at_warm_up_starts_on_the_fallback_instead_of_en
         assert deployment.predict({"inputs": sample(1)}).routed == "breaker_open"
 
 
+def test_an_example_the_fallback_fails_too_is_the_examples_fault_not_the_primarys():
+    # a typo in the factory: 5 features for a 4-feature model
+    factory = lambda: {"model": make_linear(), "example": torch.randn(2, FEATURES + 1)}
+    with pytest.raises(UsageError, match="example fails on the fallback 'cpu', the reference") as error:
+        Deployment(factory, primary=PRIMARY, fallback="cpu")
+    assert "mat1 and mat2" in str(error.value) and "Fix the example" in str(error.value)
+
+
 @pytest.mark.parametrize("timeout_s", [math.inf, 1e12, math.nan, -1.0])
 def test_a_timeout_that_cannot_be_waited_is_a_usage_error(timeout_s):
     with pytest.raises(UsageError, match="timeout_s="):
@@ -207,9 +215,13 @@ class ShapeShifter(torch.nn.Module):
         return outputs[:, :2] if self.shift and inputs.device.type != "cpu" else outputs
 
 
-def test_shadow_gauges_show_nan_when_the_last_comparison_could_not_measure():
+def test_shadow_gauges_show_nan_before_the_first_comparison_and_when_the_last_could_not_measure():
     model = ShapeShifter()
     with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", shadow=1.0) as deployment:
+        # nothing compared yet: not a cosine of 0 (the worst parity), which would fire parity alerts
+        # on every replica just started
+        assert math.isnan(metric(deployment, "torchport_serve_shadow_last_cosine"))
+        assert math.isnan(metric(deployment, "torchport_serve_shadow_last_max_abs_error"))
         deployment.predict({"inputs": sample(1)})
         deployment.flush()
         assert metric(deployment, "torchport_serve_shadow_last_cosine") == pytest.approx(1.0, abs=1e-6)

@@ -309,6 +309,37 @@ def test_a_probe_checks_the_postprocess_too_so_the_breaker_stays_open_while_it_r
         assert 'torchport_serve_probes_total{result="failure"}' in exposition(deployment)
 
 
+class HalfSoftmaxOnPrimary(torch.nn.Module):
+    """Class probabilities; on the primary computed in float16, where a tiny one rounds to 0."""
+
+    def forward(self, inputs):
+        if on_primary(inputs):
+            return torch.softmax(inputs.half(), dim=-1).float()
+        return torch.softmax(inputs, dim=-1)
+
+
+def log_probabilities(outputs):
+    return {"logprobs": outputs.log().tolist()}
+
+
+def test_a_body_only_the_primarys_outputs_make_not_json_fails_over_and_is_charged_to_the_primary():
+    # log(0) is -inf, which JSON cannot hold: the primary's answer, not the postprocess, is at fault
+    with Deployment(lambda: {"model": HalfSoftmaxOnPrimary(), "postprocess": log_probabilities}, primary=PRIMARY,
+                    fallback="cpu", failure_threshold=2, shadow=1.0) as deployment:
+        ordinary = deployment.predict({"inputs": [[0.0, 1.0, 2.0, 3.0]]})
+        assert ordinary.role == "primary"
+        answer = deployment.predict({"inputs": [[0.0, 1.0, 2.0, 30.0]]})
+        assert (answer.role, answer.failover) == ("fallback", "bad_output")
+        assert answer.body == {"logprobs": [[-30.0, -29.0, -28.0, 0.0]]}
+        assert answer.content == b'{"logprobs":[[-30.0,-29.0,-28.0,0.0]]}'
+        assert deployment.flush()
+        text = exposition(deployment)
+        assert 'torchport_serve_failovers_total{cause="bad_output"} 1.0' in text
+        assert 'torchport_serve_shadow_mismatches_total 1.0' in text
+        assert deployment.predict({"inputs": [[0.0, 1.0, 2.0, 30.0]]}).failover == "bad_output"
+        assert deployment.breaker.state == OPEN
+
+
 class FailsOnceOnPrimary(torch.nn.Module):
     def __init__(self, failures: list):
         super().__init__()

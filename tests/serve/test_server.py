@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from http_client import Client
 from serve_models import MARKERS, FaultPlan, FaultyModel, make_linear, sample
@@ -64,6 +65,34 @@ def test_bad_requests_get_json_4xx_without_traceback(served, body, status, kind)
     assert "Traceback" not in answer["detail"] and len(answer["detail"]) > 20
 
 
+def test_a_lone_surrogate_a_client_sent_and_the_factory_echoes_stays_a_4xx_or_a_200():
+    # `"\\ud800"` is a valid JSON escape with no UTF-8 form: echoed in an error or an answer, it is
+    # written back escaped, not turned into a 500
+    vocabulary = {"hello": 0, "world": 1}
+
+    def preprocess(payload):
+        words = payload["text"].split()
+        unknown = [word for word in words if word not in vocabulary]
+        if unknown and payload.get("strict", True):
+            raise ValueError(f"unknown words: {', '.join(unknown)}")
+        return torch.tensor([[float(vocabulary.get(word, 0)) for word in words]])
+
+    def postprocess(outputs):
+        return {"outputs": outputs.tolist(), "echo": "x\ud800"}
+
+    factory = lambda: {"model": torch.nn.Identity(), "preprocess": preprocess, "postprocess": postprocess,
+                       "example": torch.tensor([[0.0, 1.0]])}
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment, \
+            running_server(deployment) as url:
+        client = Client(url)
+        status, _, body = client.predict(b'{"text": "hello \\ud800x"}')
+        assert (status, body["error"]) == (400, "invalid_input") and "\ud800x" in body["detail"]
+        status, headers, body = client.predict(b'{"text": "hello \\ud800x", "strict": false}')
+        assert status == 200 and body == {"outputs": [[0.0, 0.0]], "echo": "x\ud800"}
+        assert headers["x-torchport-role"] == "primary"
+        client.close()
+
+
 def test_unknown_paths_and_methods_are_json_errors(served):
     deployment, client = served
     status, _, body = client.request("GET", "/v1/predict")
@@ -103,6 +132,31 @@ def test_concurrency_limit_answers_429():
         slow.join()
     deployment.close()
     assert status == 429 and body["error"] == "overloaded" and headers["retry-after"] == "1"
+
+
+def test_time_queued_behind_the_concurrency_limit_is_measured_apart_from_the_runtimes():
+    plan = FaultPlan(hang_s=0.6)
+    deployment = Deployment(lambda: FaultyModel(plan), primary=PRIMARY, fallback="cpu", timeout_s=2.0,
+                            max_concurrency=1)
+    with running_server(deployment, max_queue=4) as url:
+        slow = threading.Thread(target=lambda: Client(url).predict({"inputs": sample(1, MARKERS["timeout"])}))
+        slow.start()
+        while deployment.in_flight == 0:
+            time.sleep(0.005)
+        started = time.perf_counter()
+        status, _, _ = Client(url).predict({"inputs": sample(2)})  # waits for the slow one's place
+        waited = time.perf_counter() - started
+        slow.join()
+        _, _, text = Client(url).request("GET", "/metrics")
+    deployment.close()
+    assert status == 200 and waited > 0.4
+    values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and not line.startswith("#")}
+    assert values["torchport_serve_queue_wait_seconds_count"] == 2.0
+    assert 0.4 < values["torchport_serve_queue_wait_seconds_sum"] <= waited
+    latency_count = sum(value for name, value in values.items() if name.startswith("torchport_serve_request_latency_seconds_count"))
+    latency_sum = sum(value for name, value in values.items() if name.startswith("torchport_serve_request_latency_seconds_sum"))
+    # the runtime's own time: the slow call's 0.6 s and the other's few ms, without its 0.6 s wait
+    assert latency_count == 2.0 and 0.6 <= latency_sum < 0.9
 
 
 def test_drain_over_http_finishes_in_flight_and_refuses_new():

@@ -109,6 +109,12 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
         reason = deployment.warmup["primary"].replace("--device", "--primary")  # a backend's hint names run's flag
         print(f"torchport: warning: the primary {deployment.primary.name!r} failed at start-up "
               f"({reason}); serving from the fallback until probes succeed.", file=sys.stderr)
+    training = deployment.spec.training
+    if training and deployment.spec.eval:
+        shown = ", ".join(training[:3]) + (f" and {len(training) - 3} more" if len(training) > 3 else "")
+        print(f"torchport: note: the model was in training mode ({len(training)} module(s): {shown}); it is served "
+              "in eval mode (dropout off, batch norm's running statistics). Return {'model': ..., 'eval': False} "
+              "from the factory to serve it as returned (Monte Carlo dropout).", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
     print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{port} "

@@ -83,7 +83,11 @@ class PostprocessFailed(ServeError):
 
 
 class UnserializableOutput(ServeError):
-    """The postprocessed answer is not JSON (an object, NaN, a tensor left in it)."""
+    """The postprocessed answer is not JSON (an object, NaN, a tensor left in it); `reason` says why."""
 
     status = 500
     kind = "unserializable_output"
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason

@@ -21,9 +21,11 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 METRIC_NAMES = {
     "torchport_serve_requests_total": ("counter", "role, device, outcome (ok | failover)"),
     "torchport_serve_request_latency_seconds": ("histogram", "role, device (the device that answered)"),
+    "torchport_serve_queue_wait_seconds": ("histogram", "time a request waited for a place under the concurrency limit"),
     "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom | bad_output)"),
     "torchport_serve_load_failures_total": ("counter", "role, device (the model could not be moved there at start)"),
     "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open)"),
+    "torchport_serve_fallback_failures_total": ("counter", "requests routed to the fallback that it failed and the primary answered"),
     "torchport_serve_breaker_state": ("gauge", "0 closed, 1 open, 2 half-open"),
     "torchport_serve_breaker_transitions_total": ("counter", "to (closed | open | half_open)"),
     "torchport_serve_probes_total": ("counter", "result (success | failure | inconclusive)"),
@@ -83,10 +85,16 @@ class ServeMetrics:
         self._latency = prometheus.Histogram("torchport_serve_request_latency_seconds",
                                              "Request latency in the runtime, by the device that answered",
                                              ("role", "device"), buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._queue_wait = prometheus.Histogram("torchport_serve_queue_wait_seconds",
+                                                "Time a request waited for a place under the concurrency limit "
+                                                "before the runtime took it", buckets=LATENCY_BUCKETS,
+                                                registry=self.registry)
         self._failovers = counter("torchport_serve_failovers", "Requests failed over to the fallback, by cause", ("cause",))
         self._load_failures = counter("torchport_serve_load_failures", "Devices the model could not be moved to at start",
                                       ("role", "device"))
         self._routed = counter("torchport_serve_routed_to_fallback", "Requests sent straight to the fallback", ("reason",))
+        self._fallback_failures = counter("torchport_serve_fallback_failures",
+                                          "Requests routed to the fallback that it failed and the primary answered")
         self._breaker = gauge("torchport_serve_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open")
         self._transitions = counter("torchport_serve_breaker_transitions", "Breaker transitions", ("to",))
         self._probes = counter("torchport_serve_probes", "Background probes of the primary", ("result",))
@@ -96,6 +104,8 @@ class ServeMetrics:
         self._alarm = gauge("torchport_serve_shadow_drift_alarm", "1 while the shadow drift alarm is raised")
         self._cosine = gauge("torchport_serve_shadow_last_cosine", "Cosine similarity of the last shadow comparison")
         self._max_abs = gauge("torchport_serve_shadow_last_max_abs_error", "Max abs error of the last shadow comparison")
+        for last in (self._cosine, self._max_abs):  # nothing measured yet (or shadow off): not a perfect 0 or a 0.0
+            last.set(math.nan)
         self._rejected = counter("torchport_serve_rejected", "Requests refused, by reason", ("reason",))
         self._contract = counter("torchport_serve_contract_checks",
                                  "Primary outputs outside the output contract held against the fallback's answer, "
@@ -132,6 +142,10 @@ class ServeMetrics:
         children[0].inc()
         children[1].observe(seconds)
 
+    def queued(self, seconds: float) -> None:
+        """A request waited `seconds` at the concurrency limit before it ran (0 when a place was free)."""
+        self._queue_wait.observe(seconds)
+
     def watch(self, in_flight: Callable[[], float], abandoned: Callable[[], float]) -> None:
         """Read the in-flight and abandoned counts at scrape time instead of setting them per request."""
         self._in_flight.set_function(in_flight)
@@ -151,6 +165,11 @@ class ServeMetrics:
 
     def routed_to_fallback(self, reason: str) -> None:
         self._routed.labels(reason).inc()
+
+    def fallback_failed(self) -> None:
+        """A request routed to the fallback that it failed (raised, NaN or inf) and the primary answered:
+        the fallback, not the input, is at fault."""
+        self._fallback_failures.inc()
 
     def breaker_changed(self, state: str) -> None:
         from torchport.serve.breaker import STATE_VALUES

@@ -11,17 +11,23 @@ positional argument), a tuple or list (positional arguments) or a dict (keyword 
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from torchport.errors import UsageError
 from torchport.serve.errors import InvalidInput
 
-__all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess",
+__all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess", "json_bytes",
            "default_postprocess", "to_device", "nonfinite_count", "all_finite", "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
 
 #: Keys a factory's dict may have.
-FACTORY_KEYS = ("model", "preprocess", "postprocess", "example", "name")
+FACTORY_KEYS = ("model", "preprocess", "postprocess", "example", "name", "eval")
+
+#: The entries of a compare case (`torchport compare`) that describe training and cost: a case returned
+#: as a factory is served with them left aside (its `inputs` are the example).
+_COMPARE_ONLY_KEYS = ("training_step", "batch_factory", "optimizer_factory", "unit", "units_per_sample")
 
 #: The dtypes a request may name in "dtype" (default float32).
 REQUEST_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
@@ -43,6 +49,10 @@ class ModelSpec:
     postprocess: Callable[[Any], Any]
     name: str
     example: Any = None
+    #: The model's submodules that were in training mode when the factory returned it (dropout,
+    #: batch norm's batch statistics): served in eval mode unless the factory said `"eval": False`.
+    training: tuple[str, ...] = ()
+    eval: bool = True
 
 
 def default_preprocess(payload: Any):
@@ -114,6 +124,16 @@ def default_postprocess(outputs: Any) -> dict[str, Any]:
     lists. Anything else (a KV cache object, say) is a TypeError naming where it is: the factory's
     postprocess then picks what to return."""
     return {"outputs": _json_ready(outputs, "outputs")}
+
+
+def json_bytes(body: Any) -> bytes:
+    """`body` as compact UTF-8 JSON, finite numbers only (ValueError for NaN or inf, TypeError for what
+    JSON has no form of). A lone surrogate (a `"\\ud800"` escape a client sent, echoed back) has no
+    UTF-8 form: the body is then written with escapes, which any JSON reader takes."""
+    try:
+        return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _json_ready(value: Any, where: str) -> Any:
@@ -253,8 +273,19 @@ def load_factory(factory: Any) -> ModelSpec:
     except Exception as error:
         raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}. "
                          "Fix the function so it returns the model (or a dict with 'model').") from error
+    except SystemExit as error:  # a settings helper that exits on a missing variable or argument
+        raise UsageError(f"Factory {name!r} called sys.exit({error.code!r}) instead of returning the model. "
+                         "Raise an exception with the reason instead, or fix what it checked "
+                         "(an environment variable, a file, a command-line argument).") from None
     if isinstance(value, dict):
         spec = dict(value)
+        if "inputs" in spec:  # a compare case: its inputs are the example; its training entries serve nothing
+            if "example" in spec:
+                raise UsageError(f"Factory {name!r} returned both 'inputs' and 'example'. Return one: the example "
+                                 "inputs the model runs at start.")
+            spec["example"] = spec.pop("inputs")
+            for key in _COMPARE_ONLY_KEYS:
+                spec.pop(key, None)
     elif isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], torch.nn.Module):
         spec = {"model": value[0], "example": value[1]}
     else:
@@ -269,12 +300,29 @@ def load_factory(factory: Any) -> ModelSpec:
     for key in ("preprocess", "postprocess"):
         if spec.get(key) is not None and not callable(spec[key]):
             raise UsageError(f"Factory {name!r} returned a {type(spec[key]).__name__} as {key!r}; it must be a function.")
+    if not isinstance(spec.get("eval", True), bool):
+        raise UsageError(f"Factory {name!r} returned {spec['eval']!r} as 'eval'; it must be True (the default: the "
+                         "model is served in eval mode) or False (served in the mode it was returned in).")
+    keep_mode = spec.get("eval", True) is False
+    training = tuple(f"{module_name or 'the model'} ({type(module).__name__})"
+                     for module_name, module in model.named_modules() if module.training)
+    example = spec.get("example")
+    if callable(example) and not isinstance(example, torch.nn.Module):
+        # a compare case's inputs as a function of the batch size: two rows, so that the batch dimension
+        # is known (which outputs follow it, and whether micro-batching is safe)
+        try:
+            example = example(2)
+        except Exception as error:
+            raise UsageError(f"Factory {name!r}'s example, a function of the batch size, raised {type(error).__name__}: "
+                             f"{error} for a batch of 2.") from error
     return ModelSpec(
-        model=model.eval(),
+        model=model if keep_mode else model.eval(),
+        training=training,
+        eval=not keep_mode,
         preprocess=spec.get("preprocess") or default_preprocess,
         postprocess=spec.get("postprocess") or default_postprocess,
         name=str(spec.get("name") or name),
-        example=spec.get("example"),
+        example=example,
     )
 
 
@@ -300,16 +348,53 @@ def load_weights(model, path: str) -> None:
         raise UsageError(f"Weights file {path!r} is not a readable torch checkpoint (corrupt, truncated, or another "
                          f"format: {found}). Pass a file written by torch.save(model.state_dict(), path).") from None
     if isinstance(state, dict):
-        for key in ("state_dict", "model"):
+        for key in WEIGHTS_KEYS:
             if isinstance(state.get(key), dict):
                 state = state[key]
                 break
     if not isinstance(state, dict):
         raise UsageError(f"Weights file {path!r} holds a {type(state).__name__}, not a state dict. "
                          "Save it with torch.save(model.state_dict(), path).")
+    state = _unwrapped(state, set(model.state_dict()))
+    missing, unexpected = _key_differences(state, model)
+    if missing or unexpected:
+        def shown(keys):
+            return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+        parts = ([f"{len(missing)} key(s) of the model missing ({shown(missing)})"] if missing else []) + (
+            [f"{len(unexpected)} key(s) the model does not have ({shown(unexpected)})"] if unexpected else [])
+        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {'; '.join(parts)}. Check that "
+                         "the file was saved from the same architecture, with its state dict at the top or under one "
+                         f"of {', '.join(map(repr, WEIGHTS_KEYS))}.")
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
         first = str(error).strip().splitlines()
-        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {' '.join(first[:3])}. "
+        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {' '.join(first[:3]).rstrip('.')}. "
                          "Check that the file was saved from the same architecture.") from error
+
+
+#: Where checkpoints keep the model's state dict beside other entries (epoch, optimizer state).
+WEIGHTS_KEYS = ("state_dict", "model_state_dict", "model")
+#: Prefixes a wrapper puts before every key: DistributedDataParallel / DataParallel, torch.compile.
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def _unwrapped(state: dict, wanted: set[str]) -> dict:
+    """`state` with a wrapper's prefix taken off every key when the model's keys lack it (a state dict
+    saved from a DDP or compiled model loads into the plain one)."""
+    changed = True
+    while changed and state and not set(state) <= wanted:
+        changed = False
+        for prefix in _WRAPPER_PREFIXES:
+            if all(isinstance(key, str) and key.startswith(prefix) for key in state) and \
+                    not any(key.startswith(prefix) for key in wanted):
+                state = {key[len(prefix):]: value for key, value in state.items()}
+                changed = True
+    return state
+
+
+def _key_differences(state: dict, model) -> tuple[list[str], list[str]]:
+    """(keys the model has and `state` lacks, keys `state` has and the model lacks)."""
+    wanted = model.state_dict()
+    return [key for key in wanted if key not in state], [str(key) for key in state if key not in wanted]

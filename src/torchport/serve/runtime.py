@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
-import json
 import threading
 import time
 import weakref
@@ -43,7 +42,7 @@ from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, 
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
-from torchport.serve.model import all_finite, load_factory, load_weights, nonfinite_count, to_device
+from torchport.serve.model import all_finite, json_bytes, load_factory, load_weights, nonfinite_count, to_device
 from torchport.serve.shadow import ShadowMonitor, ShadowResult
 
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
@@ -568,7 +567,7 @@ class Deployment:
     def _check_batching(self, batch_max_size: int, max_concurrency: int) -> None:
         """Micro-batching is safe for this model: the example has 2 or more rows, some outputs follow the
         batch, and none of the others depends on the other rows; and batches can fill."""
-        example = self.spec.example(1) if callable(self.spec.example) else self.spec.example
+        example = self.spec.example
         why = None
         if (_batch(example) or 0) < 2:
             why = "an 'example' with 2 or more rows along dimension 0 (the factory's has fewer)"
@@ -614,8 +613,6 @@ class Deployment:
         request; with the fallback loaded lazily and a primary that answers the example, the primary's
         own outputs set it (and a primary already wrong at start goes unnoticed: `contract_source`
         and /readyz say so)."""
-        if callable(example):  # a compare case's inputs: batch size -> inputs
-            example = example(1)
         results, signatures = {}, {}
         if self.primary_load_error:
             results[PRIMARY] = f"not loaded: {self.primary_load_error}"
@@ -629,6 +626,11 @@ class Deployment:
                 signatures[replica.role] = outputs
             except (Exception, SystemExit) as error:  # sys.exit() in a model fails its warm-up, as a request
                 results[replica.role] = f"{type(error).__name__}: {error}"
+        if results.get(FALLBACK, "ok") != "ok":  # the reference and last resort fails it: the example is at fault
+            raise UsageError(f"The factory's example fails on the fallback {self.fallback.name!r}, the reference: "
+                             f"{results[FALLBACK]} (on the primary {self.primary.name!r}: "
+                             f"{results.get(PRIMARY, 'not run')}). Fix the example, which runs once on each device at "
+                             "start and whose answer on the fallback sets the output contract, or leave it out.")
         source = FALLBACK if results.get(FALLBACK) == "ok" else None
         if source is None and not self.fallback.loaded and results.get(PRIMARY) == "ok":
             source = PRIMARY  # the fallback loads lazily
@@ -721,11 +723,13 @@ class Deployment:
         # a request accepted before a drain began is answered, not refused for having waited its turn.
         admission = self._admitted()
         admission.__enter__()
+        arrived = time.perf_counter()
         try:
             await gate.acquire()  # max_concurrency requests at once per loop; the others wait their turn here
         except BaseException:
             admission.__exit__(None, None, None)
             raise
+        self.metrics.queued(time.perf_counter() - arrived)
         try:
             task = loop.create_task(self._run_async(loop, request, postprocess))
         except BaseException:
@@ -878,44 +882,31 @@ class Deployment:
         return answer
 
     def _postprocess(self, answer: Answer, inputs: Any) -> None:
-        """Set `answer.body` and `answer.content`, its JSON."""
-        self._postprocess_body(answer, inputs)
-        try:
-            answer.content = json.dumps(answer.body, ensure_ascii=False, allow_nan=False, indent=None,
-                                        separators=(",", ":")).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as error:
-            raise UnserializableOutput(
-                f"The postprocessed answer is not JSON ({type(error).__name__}: {error}). Return lists, numbers and "
-                "strings from the factory's postprocess (the default one turns tensors into lists and keeps other "
-                "objects as they are: give the factory a postprocess that picks the tensors to return).") from error
-
-    def _postprocess_body(self, answer: Answer, inputs: Any) -> None:
-        """Set `answer.body`. When the factory's postprocess raises on the primary's outputs, the
-        request fails over ('bad_output') and the fallback's outputs are postprocessed instead; when
-        it raises on the fallback's too, the postprocess itself is at fault (PostprocessFailed, 500)."""
+        """Set `answer.body` and `answer.content`, its JSON. When the factory's postprocess raises on
+        the primary's outputs, or gives a body that is not JSON (an `-inf` from `log` of a probability
+        the primary's precision rounded to 0), the request fails over ('bad_output') and the
+        fallback's outputs are postprocessed instead; when the fallback's fail too, the postprocess
+        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary."""
         if answer.role != PRIMARY:
-            try:
-                answer.body = self.spec.postprocess(answer.outputs)
-            except Exception as error:
-                raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the "
-                                        f"outputs of {answer.device!r}. Fix the postprocess; the outputs were computed.") from error
+            answer.body, answer.content = self._rendered(self._postprocessed(answer.outputs, answer.device))
             return
-        body, rejected = self._judge_postprocess(answer.outputs, inputs)
-        if rejected is None:
-            answer.body = body
-            return
-        failure, outputs = rejected
-        self._primary_failed(failure)
-        answer.outputs, answer.body, answer.role, answer.device = outputs, body, FALLBACK, self.fallback.name
-        answer.failover = "bad_output"
+        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs)
+        if rejected is not None:
+            failure, outputs = rejected
+            self._primary_failed(failure)
+            answer.outputs, answer.role, answer.device = outputs, FALLBACK, self.fallback.name
+            answer.failover = "bad_output"
 
-    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, tuple[_DeviceFailure, Any] | None]:
-        """The postprocess on the primary's `outputs`, judged as for a live request: (body, None) when it
-        takes them; (the fallback's body, (bad_output failure, the fallback's outputs)) when it rejects
-        them but takes the fallback's; PostprocessFailed when it rejects both (the postprocess, not
-        the primary, is at fault: the breaker is not charged)."""
+    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
+        """The postprocess on the primary's `outputs`, judged as for a live request: (body, JSON, None)
+        when it takes them and gives JSON; (the fallback's body and JSON, (bad_output failure, the
+        fallback's outputs)) when not but the fallback's do; PostprocessFailed or UnserializableOutput
+        when the fallback's fail too (the postprocess, not the primary, is at fault: the breaker is not
+        charged)."""
         try:
-            return self.spec.postprocess(outputs), None
+            return (*self._rendered(self.spec.postprocess(outputs)), None)
+        except UnserializableOutput as error:
+            failure = _DeviceFailure("bad_output", f"its postprocessed answer is not JSON ({error.reason})")
         except Exception as error:
             failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
         fallback_outputs = self._fallback_only(inputs)
@@ -924,7 +915,26 @@ class Deployment:
         except Exception as error:
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error
-        return body, (failure, fallback_outputs)
+        return (*self._rendered(body), (failure, fallback_outputs))
+
+    def _postprocessed(self, outputs: Any, device: str) -> Any:
+        try:
+            return self.spec.postprocess(outputs)
+        except Exception as error:
+            raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the "
+                                    f"outputs of {device!r}. Fix the postprocess; the outputs were computed.") from error
+
+    @staticmethod
+    def _rendered(body: Any) -> tuple[Any, bytes]:
+        """(body, its JSON), or UnserializableOutput."""
+        try:
+            return body, json_bytes(body)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UnserializableOutput(
+                f"The postprocessed answer is not JSON ({type(error).__name__}: {error}). Return lists, finite numbers "
+                "and strings from the factory's postprocess (the default one turns tensors into lists and keeps other "
+                "objects as they are: give the factory a postprocess that picks the tensors to return).",
+                reason=f"{type(error).__name__}: {error}") from error
 
     def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
@@ -934,12 +944,30 @@ class Deployment:
                 self._background.submit(self._probe, inputs, postprocess, bounded=False)
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
         if not self._canary_pick.pick():
-            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
+            try:
+                return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
+            except ModelRejectedInput as rejected:
+                return self._primary_after_fallback_rejected(inputs, rejected, window)
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
             outputs = self._fail_over(failure, inputs)
             return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
+        return Answer(outputs, PRIMARY, self.primary.name)
+
+    def _primary_after_fallback_rejected(self, inputs: Any, rejected: ModelRejectedInput,
+                                         window: _Window | None) -> Answer:
+        """A request the canary share routed to the fallback, which raised or gave NaN or inf for it: the
+        primary, which was not asked, answers it if it can (the fallback is then at fault, a broken
+        device or runtime, and counted so); when it fails too the input is at fault (422)."""
+        try:
+            outputs = self._call_primary(inputs, window)
+        except _DeviceFailure as failure:
+            if failure.cause != "error":  # no answer (time, memory, NaN): that proves nothing about the input
+                self._primary_failed(failure)
+            raise ModelRejectedInput(f"{rejected} The primary {self.primary.name!r}, asked next, failed on it "
+                                     f"too ({failure}).") from None
+        self.metrics.fallback_failed()
         return Answer(outputs, PRIMARY, self.primary.name)
 
     def _call_primary(self, inputs: Any, window: _Window | None = None) -> Any:
@@ -1067,7 +1095,7 @@ class Deployment:
             outputs = self._call_primary(inputs)
             if postprocess:
                 try:
-                    _, rejected = self._judge_postprocess(outputs, inputs)
+                    _, _, rejected = self._judge_postprocess(outputs, inputs)
                 except ModelRejectedInput:  # the fallback rejects the input: the probe proves nothing
                     self.breaker.probe_inconclusive()
                     self.metrics.probe(None)

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from torchport.errors import UsageError
 from torchport.serve.errors import (BodyTimeout, ClientDisconnected, Draining, InvalidInput, Overloaded, PayloadTooLarge,
                                     ServeError)
+from torchport.serve.model import json_bytes
 
 __all__ = ["Slot", "create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
            "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER", "LOADING"]
@@ -74,9 +75,10 @@ class Slot:
 
 
 def _error(status: int, kind: str, detail: str, headers: dict[str, str] | None = None):
-    from starlette.responses import JSONResponse
+    from starlette.responses import Response
 
-    return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
+    return Response(json_bytes({"error": kind, "detail": detail}), status_code=status, media_type="application/json",
+                    headers=headers)
 
 
 def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64, body_timeout_s: float = 30.0):
