@@ -117,7 +117,8 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
               "from the factory to serve it as returned (Monte Carlo dropout).", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
-    print(f"torchport: serving {deployment.spec.name} on http://{args.host}:{port} "
+    host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address, as a URL writes it
+    print(f"torchport: serving {deployment.spec.name} on http://{host}:{port} "
           f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
           f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr, flush=True)
     slot.fill(deployment)
