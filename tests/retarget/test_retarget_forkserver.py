@@ -122,6 +122,49 @@ def test_children_of_a_forkserver_started_before_retargeting_are_retargeted(tmp_
                          "late ['cuda', 'cuda'] ['cpu', 'cpu'] [4.0, 6.0]"]
 
 
+#: Objects of the script's own classes coming back from spawned workers are pickled as
+#: `__mp_main__.Class`, which the parent resolves to the script itself.
+SCRIPT_CLASSES_APP = """\
+import dataclasses
+import torch
+import torch.multiprocessing as mp
+
+
+@dataclasses.dataclass
+class EvalResult:
+    shard: int
+    loss: float
+
+
+class Batch:
+    def __init__(self, items):
+        self.x = torch.stack(items)
+
+
+def evaluate(shard):
+    return EvalResult(shard, torch.ones(4, device="cuda").sum().item())
+
+
+def collate(items):
+    return Batch(items)
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn", force=True)
+    with mp.Pool(2) as pool:
+        print("pool", [(result.shard, result.loss) for result in pool.map(evaluate, range(2))])
+    data = [torch.full((2,), float(index)) for index in range(4)]
+    loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2, collate_fn=collate)
+    print("loader", [type(batch).__name__ + str(batch.x.sum().item()) for batch in loader])
+"""
+
+
+def test_objects_of_the_scripts_classes_come_back_from_spawned_workers(tmp_path):
+    result = _run(tmp_path, SCRIPT_CLASSES_APP, ["-m", "torchport", "run", "--device", "cpu", "app.py"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["pool [(0, 4.0), (1, 4.0)]", "loader ['Batch2.0', 'Batch10.0']"]
+
+
 #: The parent makes the device; children get it through multiprocessing's pickling.
 DEVICE_TO_CHILD_APP = """\
 import sys

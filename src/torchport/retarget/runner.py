@@ -52,6 +52,11 @@ def _execute(code, module: types.ModuleType, retarget: Retarget) -> int:
 
     torchscript.install()  # functions and modules the application scripts land on the target
     sys.modules["__main__"] = module
+    if "multiprocessing" in sys.modules:
+        # multiprocessing names the main module __mp_main__ when it is imported, which torch did before
+        # the script became __main__: objects of the script's classes that spawned children send back
+        # (pool results, DataLoader batches, queue items) are pickled as __mp_main__.Class
+        sys.modules["__mp_main__"] = module
     try:
         exec(code, module.__dict__)
     except SystemExit:
