@@ -740,4 +740,10 @@ IDIOMS = [
      "        self.moves += 10\n        return torch.nn.Module.to(self, *args, **kwargs)\n"
      "net = Net().cuda().to('cuda')\nnet = Net.cuda(net)\nresult = (net.moves, net.lin.weight.is_cuda)",
      "result = (12, True)"),
+    # device-agnostic helpers take the module of the device the run chose (memory logging, seeding)
+    ("get_device_module_of_the_chosen_device",
+     "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+     "module = torch.get_device_module(device)\nmodule.manual_seed(0)\nmodule.reset_peak_memory_stats()\n"
+     "result = (module.max_memory_allocated() >= 0, module.is_available(), torch.get_device_module('cuda:0') is module)",
+     "result = (True, True, True)"),
 ]

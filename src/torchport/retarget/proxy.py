@@ -309,10 +309,11 @@ def _fork_device_rng(module, devices, enabled: bool):
 
 
 def _get_device_module(device=None):
-    """`torch.get_device_module('cuda')` (or of the current accelerator) in application code is the
-    torch.cuda facade: the application runs on a CUDA machine."""
+    """`torch.get_device_module('cuda')` (or of the current accelerator, or of a device standing for
+    CUDA: `torch.device("cuda")`, a tensor's on the target) in application code is the torch.cuda
+    facade: the application runs on a CUDA machine."""
     if device is None or (isinstance(device, str) and device.split(":")[0] == "cuda") or (
-        isinstance(device, _real_device) and device.type == "cuda"
+        isinstance(device, _real_device) and (device.type == "cuda" or state.current().stands_for_cuda(device))
     ):
         return _facades.cuda
     return torch.get_device_module(device)

@@ -605,11 +605,10 @@ def device_type(site: int, obj):
     type; on the CPU target, where every host device has that type, only the devices the
     application made from CUDA names (one object per ordinal: `Retarget.cuda_ordinal`)."""
     if obj.__class__ is _device_type:
-        kind = obj.type
-        if kind == _rt.type and (kind != "cpu" or _rt.cuda_ordinal(obj) is not False):
+        if _rt.stands_for_cuda(obj):
             _hit(site)
             return "cuda"
-        return kind
+        return obj.type
     return obj.type
 
 

@@ -104,6 +104,12 @@ class Retarget:
                 return ordinal
         return False
 
+    def stands_for_cuda(self, device) -> bool:
+        """Whether torch.device `device` is the application's CUDA device: a device of the target's
+        type; on the CPU target, where every host device has that type, only the devices the
+        application made from CUDA names."""
+        return device.type == self.type and (self.type != "cpu" or self.cuda_ordinal(device) is not False)
+
     def ordinal_of(self, index: int | None) -> int:
         """The CUDA ordinal a tensor on target device `index` is on, as a GPU machine reports it.
         Where CUDA ordinals share a target device (more torchrun processes than devices, the CPU),
