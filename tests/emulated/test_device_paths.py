@@ -263,24 +263,30 @@ def test_a_program_stopped_by_an_emulator_gap_is_not_checked_rather_than_blocked
 
 def test_the_device_holds_the_profiles_memory_and_runs_out_as_cuda_does(target):
     # out-of-memory handling written for CUDA (`except torch.cuda.OutOfMemoryError`, fairseq's
-    # `"out of memory" in str(e)`, Accelerate's find_executable_batch_size) sees the target's limit
+    # `"out of memory" in str(e)`, Accelerate's find_executable_batch_size) sees the target's limit,
+    # in the target's own words
     from torchport.profiles import load
 
     target(dataclasses.replace(load("neuron"), memory_bytes=64 * 2**20))
     kept = torch.empty(8 * 2**20, device=DEVICE)  # 32 MiB of the 64
-    with pytest.raises(torch.OutOfMemoryError, match="out of memory. Tried to allocate 0.04 GiB"):
+    with pytest.raises(torch.OutOfMemoryError, match="RESOURCE_EXHAUSTED. Tried to allocate 0.04 GiB"):
         torch.empty(10 * 2**20, device=DEVICE)
-    with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
+    with pytest.raises(torch.OutOfMemoryError, match="RESOURCE_EXHAUSTED"):
         torch.cat((kept, kept))  # an op's output counts as well
     module = torch.get_device_module(DEVICE)
+    assert module.memory_stats()["num_ooms"] >= 2
     free, total = module.mem_get_info()
     assert total == 64 * 2**20 and free == total - module.memory_allocated() <= 32 * 2**20
     del kept
     assert torch.ones(12 * 2**20, device=DEVICE).sum().item() == 12 * 2**20  # freed memory is free again
     # more than the host can give: the device's error too, not the host allocator's RuntimeError
     target("neuron")
-    with pytest.raises(torch.OutOfMemoryError, match="neuron-emulated out of memory"):
+    with pytest.raises(torch.OutOfMemoryError, match=r"RESOURCE_EXHAUSTED in .*\(neuron-emulated\)"):
         torch.empty(2**40, device=DEVICE)
+    # in the target's own words, which handlers written for it match (`"CUDA out of memory" in str(e)`)
+    target(dataclasses.replace(load("cuda"), memory_bytes=64 * 2**20))
+    with pytest.raises(torch.OutOfMemoryError, match=r"^CUDA out of memory\. Tried to allocate 0\.25 GiB"):
+        torch.empty(64 * 2**20, device=DEVICE)
 
 
 def test_ddp_searching_for_unused_parameters_is_named_as_not_emulated(target, tmp_path):

@@ -43,6 +43,8 @@ class State:
         self.peak = 0
         self.allocations = 0
         self.frees = 0
+        #: allocations refused for lack of device memory (CUDA's `num_ooms`)
+        self.ooms = 0
         #: this process was forked from one that had used the device (see storage.Block)
         self.forked_after_use = False
         #: historical totals of bytes allocated and freed (CUDA's `.allocated` / `.freed` metrics)

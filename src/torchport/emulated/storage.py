@@ -90,10 +90,11 @@ def check_fits(nbytes: int) -> None:
     if profile is None or state.allocated + nbytes <= profile.memory_bytes:
         return
     total = profile.memory_bytes
+    state.ooms += 1
     raise torch.OutOfMemoryError(
-        f"{profile.name}-emulated out of memory. Tried to allocate {_gib(nbytes)}. Device 0 has a total capacity "
+        f"{_target_words()}. Tried to allocate {_gib(nbytes)}. Device 0 has a total capacity "
         f"of {_gib(total)} of which {_gib(max(total - state.allocated, 0))} is free; {_gib(state.allocated)} is "
-        "allocated by PyTorch on the device. The capacity is the profile's memory_bytes."
+        f"allocated by PyTorch on the device. ({profile.name}-emulated: the capacity is the profile's memory_bytes.)"
     )
 
 
@@ -110,11 +111,21 @@ def host_out_of_memory(error: RuntimeError, op_name: str) -> torch.OutOfMemoryEr
     if not any(phrase in message for phrase in _HOST_MESSAGES):
         return None
     name = state.profile.name if state.profile is not None else "the target"
+    state.ooms += 1
     return torch.OutOfMemoryError(
-        f"{name}-emulated out of memory in {op_name}: the host, which holds the emulated device's bytes, could not "
-        f"allocate them ({message.strip().splitlines()[0]}); {_gib(state.allocated)} is allocated by PyTorch on "
+        f"{_target_words()} in {op_name} ({name}-emulated): the host, which holds the emulated device's bytes, could "
+        f"not allocate them ({message.strip().splitlines()[0]}); {_gib(state.allocated)} is allocated by PyTorch on "
         "the device."
     )
+
+
+def _target_words() -> str:
+    """How the target says it ran out of memory: its profile's first `out_of_memory` message ("CUDA out
+    of memory" for CUDA), which handlers match (`"CUDA out of memory" in str(e)`, Lightning's
+    batch-size finder)."""
+    profile = state.profile
+    said = ((profile.data.get("out_of_memory") or {}).get("messages") if profile is not None else None) or []
+    return said[0] if said else "out of memory"
 
 
 #: The host allocator's out-of-memory phrases (the cpu profile's `out_of_memory.messages`).
@@ -257,6 +268,7 @@ def memory_stats(device=None) -> dict:
                 for metric, value in values.items():
                     if value is not None:
                         stats[f"{kind}.{pool}.{metric}"] = value if pool == "all" else 0
+    stats["num_ooms"] = state.ooms
     return dict(sorted(stats.items()))
 
 
