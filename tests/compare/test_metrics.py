@@ -44,7 +44,7 @@ def test_scaled_max_abs_limit_and_cosine_rule():
     assert any("cosine" in reason for reason in judge(orthogonal, DEFAULT_THRESHOLDS["float32"]))
 
 
-def test_values_within_the_absolute_limit_of_zero_are_judged_by_max_abs_alone():
+def test_rounding_noise_about_zero_is_judged_by_max_abs_alone():
     # one score per row summed in another order: 7e-9 against 0, -2e-9 against 3e-9; their cosine
     # (0, -1) is rounding noise, far inside float32's max abs limit of 1e-3
     for reference, target in ((torch.tensor([0.0]), torch.tensor([7.45e-9])),
@@ -55,6 +55,12 @@ def test_values_within_the_absolute_limit_of_zero_are_judged_by_max_abs_alone():
     # above the limit the direction counts: the same flip at 0.01 is a mismatch
     flipped = tensor_metrics(torch.tensor([0.01, 0.0]), torch.tensor([-0.01, 0.0]))
     assert any("cosine" in reason for reason in judge(flipped, DEFAULT_THRESHOLDS["float32"]))
+    # small values above the noise floor keep the cosine rule: gradients, zeroed or negated embeddings
+    small = torch.randn(4096) * 1e-4
+    for wrong in (torch.zeros_like(small), -small, small[torch.randperm(small.numel())]):
+        assert any("cosine" in reason for reason in judge(tensor_metrics(small, wrong), DEFAULT_THRESHOLDS["float32"]))
+    embedding = torch.nn.functional.normalize(torch.randn(2048), dim=0)  # values about 0.02, under bf16's 0.125
+    assert judge(tensor_metrics(embedding, torch.zeros(2048)), DEFAULT_THRESHOLDS["bfloat16"])
     # and small values far off in absolute terms still fail the max abs rule
     off = tensor_metrics(torch.tensor([0.0005]), torch.tensor([0.5]))
     assert any("max abs error" in reason for reason in judge(off, DEFAULT_THRESHOLDS["float32"]))

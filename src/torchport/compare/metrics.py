@@ -7,9 +7,9 @@ relative error; NaN or inf on one side only; dtype and shape mismatch.
 Pass rule, per dtype (overridable): cosine >= `cosine_min` and max absolute error <=
 `max_abs` * max(1, max |reference|). For values of magnitude <= 1 this is msprobe's absolute rule
 (cosine > 0.99, max abs < 0.001 for fp32); for larger values (logits, unnormalised sums) the limit
-scales with the magnitude, so the rule judges precision rather than units. A reference whose values
-are all within `max_abs` of 0 is judged by the max abs rule alone: their direction is noise at
-that tolerance.
+scales with the magnitude, so the rule judges precision rather than units. A pair that is rounding
+noise about 0 (reference values and differences within a thousandth of `max_abs`) is judged by the
+max abs rule alone: its direction means nothing.
 """
 
 from __future__ import annotations
@@ -278,11 +278,19 @@ def judge(metrics: TensorMetrics, limits: Thresholds) -> list[str]:
     return reasons
 
 
+#: The share of the absolute limit below which values are rounding noise: a pair whose reference and
+#: difference both stay under it is judged by the max abs rule alone (1e-6 for float32).
+NOISE_FLOOR_SHARE = 1e-3
+
+
 def _near_zero(metrics: TensorMetrics, limits: Thresholds) -> bool:
-    """Whether every reference value is within the absolute limit of 0, where the max abs rule alone
-    judges the pair: the direction of such values is rounding noise at that tolerance (a score summed
-    in another order, 7e-9 against 0, has cosine 0; 3e-9 against -2e-9, cosine -1)."""
-    return metrics.reference_max_abs_value is not None and metrics.reference_max_abs_value <= limits.max_abs
+    """Whether the pair is rounding noise about 0: every reference value and every difference within a
+    thousandth of the absolute limit (1e-6 for float32). The direction of such values means nothing (a
+    score summed in another order, 7e-9 against 0, has cosine 0; 3e-9 against -2e-9, cosine -1); values
+    above the floor (gradients, small activations, embeddings) keep the cosine rule."""
+    floor = limits.max_abs * NOISE_FLOOR_SHARE
+    return (metrics.reference_max_abs_value is not None and metrics.max_abs is not None
+            and metrics.reference_max_abs_value <= floor and metrics.max_abs <= floor)
 
 
 def worst(items: list[TensorMetrics]) -> dict[str, float | None]:
