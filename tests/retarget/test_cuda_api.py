@@ -327,6 +327,37 @@ def test_an_ordinal_past_the_targets_devices_shares_one_and_the_report_says_so(p
     assert "cuda:0" not in decisions
 
 
+def test_a_device_block_selects_the_device_for_its_own_thread_as_cuda_does(program, tmp_path):
+    # CUDA's current device belongs to each thread: blocks in two threads that end out of order leave
+    # each thread, and the main one, on the device it had
+    source = """
+    import threading, torch
+    barrier = threading.Barrier(2)
+    seen = {}
+    def work(ordinal, first):
+        with torch.cuda.device(ordinal) as entered:
+            barrier.wait()
+            seen[ordinal] = torch.cuda.current_device()
+            if not first:
+                barrier.wait()
+        if first:
+            barrier.wait()
+    threads = [threading.Thread(target=work, args=(1, True)), threading.Thread(target=work, args=(0, False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print("inside=" + str(sorted(seen.items())).replace(" ", ""))
+    print("after=" + str(torch.cuda.current_device()) + str(torch.zeros(1, device="cuda").get_device()))
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", "cpu", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"inside": "[(0,0),(1,1)]", "after": "00"}
+    redirected = {entry["api"] for entry in json.loads(report.read_text())["redirected"]}
+    assert "torch.cuda.device" in redirected
+
+
 def test_free_memory_on_the_cpu_target_is_what_the_host_can_still_give(program):
     source = """
     import torch

@@ -230,16 +230,18 @@ def test_a_checkpoint_with_the_cuda_generator_state_loads_on_a_gpu_machine_and_r
         print("resumed=" + str(resumed == state["next"]) + "," + str(torch.rand(3, device="cuda").tolist() == state["next"]))
     else:
         torch.cuda.manual_seed(11)
+        start = torch.cuda.get_rng_state()
         torch.rand(5, device="cuda")
-        state = torch.cuda.get_rng_state()
+        state = torch.cuda.get_rng_state().cpu()  # a host tensor on a GPU too: `.cpu()` is itself
         states = torch.cuda.get_rng_state_all()
         following = torch.rand(3, device="cuda").tolist()
         torch.save({{"cuda_rng_state": state, "all": states, "next": following}}, {str(checkpoint)!r})
-        print("state=" + str(state.dtype) + "," + str(tuple(state.shape)) + "," + str(len(states)))
+        print("state=" + str(state.dtype) + "," + str(tuple(state.shape)) + "," + str(len(states)) + ","
+              + str(torch.equal(start, state)))  # the offset follows the draws, as CUDA's
     """
     result = program(source, "--device", device)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.values() == {"state": "torch.uint8,(16,),1"}
+    assert result.values() == {"state": "torch.uint8,(16,),1,False"}
     result = program(source, "--device", device)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"resumed": "True,True"}

@@ -57,6 +57,10 @@ def device_count() -> int:
 def current_device() -> int:
     retarget = _rt()
     retarget.redirected("torch.cuda.current_device")
+    return _current_in(retarget)
+
+
+def _current_in(retarget) -> int:
     visible = retarget.visible()
     if not visible:
         raise RuntimeError("No CUDA GPUs are available")
@@ -124,7 +128,8 @@ def _selected_ordinal(value) -> int:
 
 def _current_ordinal() -> int:
     """current_device()'s answer, or -1 where the application sees no CUDA device."""
-    return current_device() if _rt().visible() else -1
+    retarget = _rt()
+    return _current_in(retarget) if retarget.visible() else -1
 
 
 class device(_real_cuda.device):  # noqa: N801 - mirrors torch.cuda.device
@@ -139,6 +144,7 @@ class device(_real_cuda.device):  # noqa: N801 - mirrors torch.cuda.device
 
     def __enter__(self):
         retarget = _rt()
+        retarget.redirected("torch.cuda.device")
         self.prev_idx = _current_ordinal()
         if self.idx < 0 or self.idx == self.prev_idx:
             self._restore = None
@@ -147,13 +153,13 @@ class device(_real_cuda.device):  # noqa: N801 - mirrors torch.cuda.device
         context = (_current_index(retarget.backend, retarget.index(self.idx)) if retarget.accelerator
                    else contextlib.nullcontext())
         context.__enter__()
-        self._restore = (context, retarget.current_ordinal)
-        retarget.current_ordinal = self.idx
+        self._restore = (context, retarget.select(self.idx))
 
     def __exit__(self, *exc_info):
         if self._restore is not None:
-            context, _rt().current_ordinal = self._restore
+            context, previous = self._restore
             self._restore = None
+            _rt().select(previous)
             context.__exit__(*exc_info)
         return False
 
@@ -484,25 +490,40 @@ def _rng_state():
 
 #: The bytes of a CUDA generator's state: Philox's 64-bit seed and 64-bit offset.
 _CUDA_STATE_BYTES = 16
+#: What follows those 16 bytes in the storage of a state `get_rng_state` gave: this marker, the length
+#: of the target's own state (8 bytes), the state.
+_CARRIED_MARK = b"torchprt"
+_CARRIED_HEADER = _CUDA_STATE_BYTES + len(_CARRIED_MARK) + 8
 
 
 def _cuda_shaped(state):
     """The target generator's `state` as the application's CUDA generator state: 16 bytes, as CUDA's
     (`torch.cuda.set_rng_state` on a GPU machine takes nothing else, so a checkpoint holding it loads
-    there with the original code: the way back), holding the target's seed and offset 0. The
-    target's own state rides in the same storage, behind the 16 bytes the tensor shows: `torch.save`
-    keeps a tensor's whole storage, so `set_rng_state` of the tensor, or of the tensor a checkpoint
-    gives back, restores the target's generator exactly. (A target whose state is 16 bytes, or not
-    a tensor, as torch_xla's seed, gives it as it is.)"""
+    there with the original code: the way back), holding the target's seed and an offset that
+    follows the draws (a multiple of 4, as CUDA's). The target's own state rides in the same
+    storage, marked, behind the 16 bytes the tensor shows: `torch.save` keeps a tensor's whole
+    storage, so `set_rng_state` of the tensor, or of the tensor a checkpoint gives back, restores the
+    target's generator exactly. (A target whose state is 16 bytes, or not a tensor, as torch_xla's
+    seed, gives it as it is.)"""
+    import zlib
+
     if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() == _CUDA_STATE_BYTES:
         return state
-    retarget = _rt()
-    seed = (retarget.backend.device_module().initial_seed() if retarget.accelerator
-            else torch.initial_seed())
-    packed = torch.empty(_CUDA_STATE_BYTES + state.numel(), dtype=torch.uint8)
-    packed[:_CUDA_STATE_BYTES].view(torch.int64).copy_(torch.tensor([seed - 2**64 if seed >= 2**63 else seed, 0]))
-    packed[_CUDA_STATE_BYTES:].copy_(state.reshape(-1))
+    own = state.detach().cpu().contiguous().reshape(-1)
+    offset = 4 * zlib.crc32(own.numpy().tobytes())
+    seed = _initial_seed(_rt())
+    packed = torch.empty(_CARRIED_HEADER + own.numel(), dtype=torch.uint8)
+    packed[:_CUDA_STATE_BYTES].view(torch.int64).copy_(torch.tensor([seed - 2**64 if seed >= 2**63 else seed, offset]))
+    packed[_CUDA_STATE_BYTES:_CARRIED_HEADER - 8].copy_(torch.frombuffer(bytearray(_CARRIED_MARK), dtype=torch.uint8))
+    packed[_CARRIED_HEADER - 8:_CARRIED_HEADER].view(torch.int64).fill_(own.numel())
+    packed[_CARRIED_HEADER:].copy_(own)
     return packed[:_CUDA_STATE_BYTES]
+
+
+def _initial_seed(retarget) -> int:
+    """The seed of the target's generator (the host's where the target has no `initial_seed`)."""
+    seeded = getattr(retarget.backend.device_module(), "initial_seed", None) if retarget.accelerator else None
+    return int(seeded()) if seeded is not None else torch.initial_seed()
 
 
 def cuda_shaped(state) -> bool:
@@ -510,16 +531,24 @@ def cuda_shaped(state) -> bool:
     return isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.numel() == _CUDA_STATE_BYTES
 
 
+def carries_state(state) -> bool:
+    """Whether `state` is a `_cuda_shaped` tensor carrying the target generator's own state."""
+    return _carried_state(state) is not None
+
+
 def _carried_state(state):
     """The target generator's own state carried behind a `_cuda_shaped` tensor, or None."""
-    if not cuda_shaped(state):
+    if not cuda_shaped(state) or state.device.type != "cpu" or state.storage_offset() != 0 or state.stride() != (1,):
         return None
     storage = state.untyped_storage()
-    if state.storage_offset() != 0 or state.stride() != (1,) or storage.nbytes() <= _CUDA_STATE_BYTES:
+    size = storage.nbytes()
+    if size <= _CARRIED_HEADER:
         return None
-    carried = torch.empty(0, dtype=torch.uint8, device=state.device)
-    carried.set_(storage, _CUDA_STATE_BYTES, (storage.nbytes() - _CUDA_STATE_BYTES,))
-    return carried.cpu().clone()
+    whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (size,))
+    if (bytes(whole[_CUDA_STATE_BYTES:_CARRIED_HEADER - 8].tolist()) != _CARRIED_MARK
+            or int(whole[_CARRIED_HEADER - 8:_CARRIED_HEADER].view(torch.int64)) != size - _CARRIED_HEADER):
+        return None
+    return whole[_CARRIED_HEADER:].clone()
 
 
 def set_rng_state(new_state, device="cuda") -> None:

@@ -421,6 +421,7 @@ _UNSHARED_DATA = (list, tuple, int, float, bool, complex)
 #: module moves its parameters in place there too).
 _HOST_COPIED = (_Tensor, _PackedSequence)
 _Uninitialized = torch.nn.parameter.UninitializedTensorMixin
+_uint8 = torch.uint8
 
 
 def _on_the_device(obj) -> bool:
@@ -473,6 +474,8 @@ def _transferred(obj, moved, to_device: bool):
         return obj._replace(data=obj.data.clone())
     if isinstance(obj, _Uninitialized):  # a lazy module's parameter has no data to copy yet
         return obj
+    if obj.dtype is _uint8 and cuda_api.carries_state(obj):  # a host tensor on a GPU too: itself
+        return obj  # (`torch.cuda.get_rng_state().cpu()` keeps the state it carries)
     return obj.clone()
 
 
@@ -543,7 +546,7 @@ def generator_set_state(site: int, obj, *args, **kwargs):
     """`g.set_state(state)`: for a torch.Generator, a CUDA generator state the application holds
     (`torch.cuda.get_rng_state()`'s, a GPU checkpoint's) set as `torch.cuda.set_rng_state` sets it
     (`cuda_api.generator_set_state`); anything else's own `set_state`."""
-    if obj.__class__ is torch.Generator and len(args) == 1 and not kwargs and cuda_api.cuda_shaped(args[0]):
+    if isinstance(obj, torch.Generator) and len(args) == 1 and not kwargs and cuda_api.cuda_shaped(args[0]):
         _hit(site)
         return cuda_api.generator_set_state(obj, args[0])
     return obj.set_state(*args, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from torchport.backends import Backend
@@ -45,7 +46,9 @@ class Retarget:
         self._device_cache: dict[int | None, object] = {}
         self._visible: tuple[int, ...] | None = None
         #: The CUDA ordinal the application last made current (torch.cuda.set_device), if any.
-        self.current_ordinal: int | None = None
+        self._set_ordinal: int | None = None
+        #: Per thread, as CUDA's current device is: the ordinal a `with torch.cuda.device(i)` block selects.
+        self._selected = threading.local()
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 
@@ -53,6 +56,24 @@ class Retarget:
         return f"<torchport retarget: cuda -> {self.backend.name}, precision {self.precision}>"
 
     # -- devices -----------------------------------------------------------------------------
+    @property
+    def current_ordinal(self) -> int | None:
+        """The CUDA ordinal current in this thread: the one a `torch.cuda.device(i)` block around it
+        selects, else the one torch.cuda.set_device made current, if any."""
+        selected = getattr(self._selected, "ordinal", None)
+        return self._set_ordinal if selected is None else selected
+
+    @current_ordinal.setter
+    def current_ordinal(self, ordinal: int | None) -> None:
+        self._set_ordinal = ordinal
+
+    def select(self, ordinal: int | None) -> int | None:
+        """Make `ordinal` current in this thread (None: what set_device made current); the previous
+        selection, for the block's end."""
+        previous = getattr(self._selected, "ordinal", None)
+        self._selected.ordinal = ordinal
+        return previous
+
     def visible(self) -> tuple[int, ...]:
         """The target's device indices that CUDA ordinals 0, 1, ... name: every device, or the ones
         `CUDA_VISIBLE_DEVICES` lists. Read once, at the first question about devices, as CUDA reads it
