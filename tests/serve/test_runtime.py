@@ -116,7 +116,7 @@ def test_shadow_of_a_canary_request_runs_the_primary():
 
 class FallbackDown(torch.nn.Module):
     """make_linear's model; while `down`, every call on the CPU (the fallback) raises, as a lost
-    runtime would; an input whose first value is -1 is rejected on every device."""
+    runtime would; an input whose first value is -1 is rejected on every device (NaN on the primary)."""
 
     def __init__(self):
         super().__init__()
@@ -125,6 +125,8 @@ class FallbackDown(torch.nn.Module):
 
     def forward(self, inputs):
         if float(inputs.reshape(-1)[0]) == -1.0:
+            if inputs.device.type != "cpu":
+                return self.model(inputs) * float("nan")
             raise ValueError("negative ids are not in the vocabulary")
         if self.down and inputs.device.type == "cpu":
             raise RuntimeError("device-side failure: fallback runtime lost")
@@ -133,7 +135,7 @@ class FallbackDown(torch.nn.Module):
 
 def test_a_canary_request_the_fallback_fails_is_answered_by_the_primary_not_blamed_on_the_input():
     model = FallbackDown()
-    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", canary=0.0) as deployment:
+    with Deployment(lambda: model, primary=PRIMARY, fallback="cpu", canary=0.0, failure_threshold=3) as deployment:
         expected = fallback_answer(deployment, sample(1))
         model.down = True  # the fallback's copy of the model
         answer = deployment.predict({"inputs": sample(1)})
@@ -141,8 +143,9 @@ def test_a_canary_request_the_fallback_fails_is_answered_by_the_primary_not_blam
         assert answer.body["outputs"][0] == pytest.approx(expected[0], rel=1e-5)
         text = deployment.metrics.exposition()[0].decode()
         assert "torchport_serve_fallback_failures_total 1.0" in text
-        with pytest.raises(ModelRejectedInput, match="failed on it too") as rejected:  # both devices reject it
-            deployment.predict({"inputs": [[-1.0] * FEATURES]})
+        for _ in range(6):  # both devices reject it: the input's fault, whatever the threshold
+            with pytest.raises(ModelRejectedInput, match="failed on it too") as rejected:
+                deployment.predict({"inputs": [[-1.0] * FEATURES]})
         assert rejected.value.status == 422 and deployment.breaker.state == CLOSED
 
 
@@ -241,6 +244,19 @@ def test_weights_saved_from_a_ddp_or_compiled_model_or_in_a_training_checkpoint_
         with Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / f"{name}.pt")) as deployment:
             outputs = deployment.predict({"inputs": sample(1)}).body["outputs"]
             assert outputs[0] == pytest.approx(expected[0], abs=1e-5), name
+    # what load_state_dict itself accepts still loads: batch norm saved before num_batches_tracked,
+    # with its module version, as DDP saved it
+    def norm_model():
+        return torch.nn.Sequential(torch.nn.Linear(FEATURES, 4), torch.nn.BatchNorm1d(4))
+
+    old = norm_model().state_dict()
+    old.pop("1.num_batches_tracked")
+    old._metadata["1"]["version"] = 1
+    prefixed = type(old)((f"module.{key}", value) for key, value in old.items())
+    prefixed._metadata = {("module." + key if key else "module"): value for key, value in old._metadata.items()}
+    torch.save(prefixed, tmp_path / "old_norm.pt")
+    with Deployment(norm_model, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "old_norm.pt")) as deployment:
+        assert deployment.predict({"inputs": sample(1)}).role == "primary"
     # another architecture: how many keys differ, a few of them named, not every key on one line
     other = torch.nn.Sequential(*[torch.nn.Linear(FEATURES, FEATURES) for _ in range(30)])
     torch.save(other.state_dict(), tmp_path / "other.pt")

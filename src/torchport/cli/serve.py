@@ -115,6 +115,10 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
         print(f"torchport: note: the model was in training mode ({len(training)} module(s): {shown}); it is served "
               "in eval mode (dropout off, batch norm's running statistics). Return {'model': ..., 'eval': False} "
               "from the factory to serve it as returned (Monte Carlo dropout).", file=sys.stderr)
+    elif training and deployment.shadow_share > 0:
+        print("torchport: warning: the model is served in training mode ('eval': False), so two runs of one input "
+              "differ (dropout): shadow comparisons will count mismatches and raise the drift alarm whatever the "
+              "primary does. Turn --shadow off for it, or judge parity with the model in eval mode.", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
     host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address, as a URL writes it

@@ -11,6 +11,7 @@ positional argument), a tuple or list (positional arguments) or a dict (keyword 
 
 from __future__ import annotations
 
+import collections
 import json
 
 from dataclasses import dataclass
@@ -356,22 +357,22 @@ def load_weights(model, path: str) -> None:
         raise UsageError(f"Weights file {path!r} holds a {type(state).__name__}, not a state dict. "
                          "Save it with torch.save(model.state_dict(), path).")
     state = _unwrapped(state, set(model.state_dict()))
-    missing, unexpected = _key_differences(state, model)
-    if missing or unexpected:
-        def shown(keys):
-            return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-        parts = ([f"{len(missing)} key(s) of the model missing ({shown(missing)})"] if missing else []) + (
-            [f"{len(unexpected)} key(s) the model does not have ({shown(unexpected)})"] if unexpected else [])
-        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {'; '.join(parts)}. Check that "
-                         "the file was saved from the same architecture, with its state dict at the top or under one "
-                         f"of {', '.join(map(repr, WEIGHTS_KEYS))}.")
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
-        first = str(error).strip().splitlines()
-        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {' '.join(first[:3]).rstrip('.')}. "
-                         "Check that the file was saved from the same architecture.") from error
+        missing, unexpected = _key_differences(state, model)
+        if missing or unexpected:
+            def shown(keys):
+                return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+            found = "; ".join(([f"{len(missing)} key(s) of the model missing ({shown(missing)})"] if missing else [])
+                              + ([f"{len(unexpected)} key(s) the model does not have ({shown(unexpected)})"]
+                                 if unexpected else []))
+        else:  # the keys agree: shapes or a module's own loading hook
+            found = " ".join(str(error).strip().splitlines()[:3]).rstrip(".")
+        raise UsageError(f"Weights file {path!r} does not fit the factory's model: {found}. Check that the file was "
+                         "saved from the same architecture, with its state dict at the top or under one of "
+                         f"{', '.join(map(repr, WEIGHTS_KEYS))}.") from error
 
 
 #: Where checkpoints keep the model's state dict beside other entries (epoch, optimizer state).
@@ -382,14 +383,21 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 def _unwrapped(state: dict, wanted: set[str]) -> dict:
     """`state` with a wrapper's prefix taken off every key when the model's keys lack it (a state dict
-    saved from a DDP or compiled model loads into the plain one)."""
+    saved from a DDP or compiled model loads into the plain one), as torch's
+    `consume_prefix_in_state_dict_if_present` takes it (the modules' versions kept)."""
+    from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
     changed = True
     while changed and state and not set(state) <= wanted:
         changed = False
         for prefix in _WRAPPER_PREFIXES:
             if all(isinstance(key, str) and key.startswith(prefix) for key in state) and \
                     not any(key.startswith(prefix) for key in wanted):
-                state = {key[len(prefix):]: value for key, value in state.items()}
+                copied = collections.OrderedDict(state)  # the file's dict stays as loaded
+                if hasattr(state, "_metadata"):
+                    copied._metadata = dict(state._metadata)
+                consume_prefix_in_state_dict_if_present(copied, prefix)
+                state = copied
                 changed = True
     return state
 

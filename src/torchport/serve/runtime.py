@@ -630,7 +630,9 @@ class Deployment:
             raise UsageError(f"The factory's example fails on the fallback {self.fallback.name!r}, the reference: "
                              f"{results[FALLBACK]} (on the primary {self.primary.name!r}: "
                              f"{results.get(PRIMARY, 'not run')}). Fix the example, which runs once on each device at "
-                             "start and whose answer on the fallback sets the output contract, or leave it out.")
+                             "start and whose answer on the fallback sets the output contract, or leave it out; if "
+                             "the fallback device itself is at fault (out of memory, a broken runtime), pick another "
+                             "--fallback.")
         source = FALLBACK if results.get(FALLBACK) == "ok" else None
         if source is None and not self.fallback.loaded and results.get(PRIMARY) == "ok":
             source = PRIMARY  # the fallback loads lazily
@@ -959,12 +961,12 @@ class Deployment:
                                          window: _Window | None) -> Answer:
         """A request the canary share routed to the fallback, which raised or gave NaN or inf for it: the
         primary, which was not asked, answers it if it can (the fallback is then at fault, a broken
-        device or runtime, and counted so); when it fails too the input is at fault (422)."""
+        device or runtime, and counted so); when it fails too, in any way, the fallback's rejection
+        stands: the input is at fault (422) and the breaker is not charged, as for a request the
+        primary failed first."""
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
-            if failure.cause != "error":  # no answer (time, memory, NaN): that proves nothing about the input
-                self._primary_failed(failure)
             raise ModelRejectedInput(f"{rejected} The primary {self.primary.name!r}, asked next, failed on it "
                                      f"too ({failure}).") from None
         self.metrics.fallback_failed()
