@@ -6,6 +6,7 @@ import sys
 
 import torch
 
+from torchport.autocast_policy import policy
 from torchport.emulated.state import DEVICE_TYPE, state
 from torchport.errors import EmulatedDeviceError
 from torchport.profiles import Profile, load
@@ -104,6 +105,7 @@ def activate(profile: Profile | str) -> Profile:
             " Use torch.float32 (or another supported dtype) instead"
         )
     state.profile = profile
+    state.autocast_policy = policy(profile)
     state.value_downcasts = value_downcasts
     state.refused = refused
     state.op_cache.clear()

@@ -54,6 +54,8 @@ class State:
         # dtype -> narrower dtype for values, from the profile
         self.value_downcasts: dict[torch.dtype, torch.dtype] = {}
         self.refused: dict[torch.dtype, str] = {}
+        #: op name -> autocast kind, the active profile's lists (torchport.autocast_policy)
+        self.autocast_policy: dict[str, str] = {}
         self.op_cache: dict[Any, Any] = {}
 
 

@@ -137,6 +137,20 @@ PROFILE_SCHEMA: dict = {
             },
             "additionalProperties": False,
         },
+        "autocast": {
+            # The target's autocast op lists (aten op names, `name.overload` where it matters): ops run
+            # in the autocast dtype, in float32, and in float32 unless the call names a dtype. Every
+            # other op runs in the dtype it receives. Read by torchport.autocast_policy.
+            "type": "object",
+            "required": ["lower_precision", "float32", "source"],
+            "properties": {
+                "lower_precision": {"type": "array", "items": {"type": "string"}},
+                "float32": {"type": "array", "items": {"type": "string"}},
+                "float32_unless_dtype": {"type": "array", "items": {"type": "string"}},
+                "source": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
         "frameworks": {
             # The target's own name in libraries that choose the device themselves (absent: the
             # library has none); read by torchport.retarget.frameworks.

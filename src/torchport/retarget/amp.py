@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
-from torchport.retarget import grad_scaling, state
+from torchport.retarget import autocast_lists, grad_scaling, state
 from torchport.retarget.standin import StandIn, copy_keeping_class, reduce_as_genuine
 from torchport.retarget.traced import constant_in_compiled_code
 
@@ -189,14 +189,19 @@ def _exit_following(autocast_region) -> None:
 
 
 def _entering(region):
-    """`__enter__` of the autocast stand-ins: the genuine one, then the watch for a float16 model."""
+    """`__enter__` of the autocast stand-ins: the genuine one, then the watch for a float16 model; a
+    CUDA region runs with CUDA's op lists (`autocast_lists`)."""
     entered = _real_autocast.__enter__(region)
     _enter_following(region)
+    if region.__dict__.get("_torchport_cuda"):
+        autocast_lists.entered()
     return entered
 
 
 def _exiting(region, *exc_info):
     """`__exit__` of the autocast stand-ins."""
+    if region.__dict__.get("_torchport_cuda"):
+        autocast_lists.exited()
     _exit_following(region)
     return _real_autocast.__exit__(region, *exc_info)
 
@@ -228,9 +233,11 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
         return super().__new__(cls)
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
+        cuda = device_type == "cuda"
         device_type, dtype, enabled, follows = _target_autocast(device_type, dtype, enabled)
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
         self._torchport_follows = follows
+        self._torchport_cuda = cuda and enabled
 
     __enter__ = _entering
     __exit__ = _exiting
@@ -257,6 +264,7 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
             device_type, dtype, enabled, follows = _target_autocast("cuda", dtype, enabled)
             _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
             self._torchport_follows = follows
+            self._torchport_cuda = enabled
 
         __enter__ = _entering
         __exit__ = _exiting

@@ -1,0 +1,100 @@
+"""Autocast op policies as data, and the casts they make.
+
+A profile's `autocast` lists (aten op names, `name.overload` where it matters) say which ops a
+device's autocast runs in the autocast dtype, which in float32, and which in float32 unless the call
+names a dtype; every other op runs in the dtype it receives. PyTorch implements each device's lists
+in C++ (aten/src/ATen/autocast_mode.cpp); the kernels made here implement a list in Python for a
+device's autocast dispatch key, with the casts PyTorch's own kernels make:
+
+- a tensor is cast when it is eligible: floating point, on the autocast's device, not float64;
+- lower precision: eligible tensors to the region's autocast dtype;
+- float32: eligible tensors to float32;
+- float32 unless a dtype is named: `dtype=torch.float32` when the call names none and its first
+  tensor is eligible (softmax, sum and cumsum compute and return float32 from float16 inputs).
+
+Read by the emulated device (its own lists, those of the target it emulates) and by retargeting (the
+lists of CUDA's autocast in the application's CUDA autocast regions).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+__all__ = ["LOWER", "FLOAT32", "FLOAT32_UNLESS_DTYPE", "policy", "resolve", "make_kernel"]
+
+LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE = "lower_precision", "float32", "float32_unless_dtype"
+_KINDS = (LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE)
+
+
+def policy(profile) -> dict[str, str]:
+    """{op name: LOWER | FLOAT32 | FLOAT32_UNLESS_DTYPE} from `profile`'s `autocast` lists; a profile
+    without lists has the CPU's (PyTorch's policy for a device that registers none of its own)."""
+    lists = profile.data.get("autocast") if profile is not None else None
+    if not lists:
+        from torchport.profiles import load
+
+        lists = load("cpu").data["autocast"]
+    return {name: kind for kind in _KINDS for name in lists.get(kind, ())}
+
+
+def resolve(name: str):
+    """The aten op overload `name` ('exp', 'pow.Tensor_Scalar') names, or None where this torch has none."""
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    return getattr(packet, overload or "default", None) if packet is not None else None
+
+
+def _dtype_slot(op) -> tuple[int, bool] | None:
+    """(position, keyword-only) of the op's `dtype` argument, or None."""
+    for position, argument in enumerate(op._schema.arguments):
+        if argument.name == "dtype":
+            return position, argument.kwarg_only
+    return None
+
+
+def _eligible(value, device_type: str) -> bool:
+    return (isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype is not torch.float64
+            and value.device.type == device_type)
+
+
+def _cast(value, dtype: torch.dtype, device_type: str):
+    if _eligible(value, device_type):
+        return value if value.dtype is dtype else value.to(dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(item, dtype, device_type) for item in value)
+    return value
+
+
+def _named_dtype(args: tuple, kwargs: dict, slot: tuple[int, bool]):
+    position, keyword_only = slot
+    if keyword_only or len(args) <= position:
+        return kwargs.get("dtype")
+    return args[position]
+
+
+def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, keys) -> Callable:
+    """An autocast kernel for `op`: the cast of `kind_of()`'s kind (None: none), then the op below the
+    autocast keys `keys` (a DispatchKeySet)."""
+    slot = _dtype_slot(op)
+    exclude = torch._C._ExcludeDispatchKeyGuard
+
+    def kernel(*args, **kwargs):
+        kind = kind_of()
+        if kind == LOWER or kind == FLOAT32:
+            dtype = torch.get_autocast_dtype(device_type) if kind == LOWER else torch.float32
+            args = tuple(_cast(value, dtype, device_type) for value in args)
+            if kwargs:
+                kwargs = {key: _cast(value, dtype, device_type) for key, value in kwargs.items()}
+        elif kind == FLOAT32_UNLESS_DTYPE and slot is not None and args and _eligible(args[0], device_type) \
+                and _named_dtype(args, kwargs, slot) is None:
+            position, keyword_only = slot
+            if keyword_only or len(args) <= position:
+                kwargs = {**kwargs, "dtype": torch.float32}
+            else:
+                args = (*args[:position], torch.float32, *args[position + 1:])
+        with exclude(keys):
+            return op(*args, **kwargs)
+
+    return kernel
