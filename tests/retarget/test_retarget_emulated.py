@@ -464,6 +464,32 @@ def test_a_device_tensor_sent_to_another_process_fails_with_the_way_out(program)
     assert values["host_exit"] == "0"
 
 
+def test_a_device_tensor_put_on_a_queue_by_a_spawned_worker_arrives(program):
+    # multi-GPU evaluation returns results through a Queue (CUDA IPC on a GPU); a queue pickles in its
+    # feeder thread, where a refusal never reached the application: the receiver waited forever
+    source = """
+    import torch
+    import torch.multiprocessing as mp
+
+    def worker(rank, queue):
+        queue.put((rank, torch.full((3,), float(rank + 1), device="cuda", dtype=torch.bfloat16)))
+
+    if __name__ == "__main__":
+        context = mp.get_context("spawn")
+        queue = context.Queue()
+        processes = [context.Process(target=worker, args=(rank, queue)) for rank in range(2)]
+        for process in processes:
+            process.start()
+        results = sorted(queue.get(timeout=60) for _ in processes)
+        for process in processes:
+            process.join()
+        print("got=" + ";".join(f"{rank}:{t.tolist()}:{t.dtype}:{t.is_cuda}" for rank, t in results))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"got": "0:[1.0, 1.0, 1.0]:torch.bfloat16:True;1:[2.0, 2.0, 2.0]:torch.bfloat16:True"}
+
+
 def test_a_dict_map_location_leaves_unlisted_cuda_devices_on_the_target(program):
     # torch restores a location the dict does not list where it was saved ('cuda:0' on a GPU machine)
     source = """

@@ -31,15 +31,31 @@ def _refuse(what: str):
 
 def _reduce_tensor(tensor):
     if tensor.device.type == DEVICE_TYPE:
-        if torch.utils.data.get_worker_info() is not None:
-            # A DataLoader worker's batch goes one way and is only read: on CUDA it arrives through
-            # IPC, here as a copy made again on the device by the receiving process (same values).
-            return _rebuild_on_device, (tensor.detach().cpu(), tensor.requires_grad)
+        if torch.utils.data.get_worker_info() is not None or _queue_feeder():
+            # A DataLoader worker's batch, or a result put on a multiprocessing Queue (`q.put((rank,
+            # outputs))` from spawned workers), goes one way: on CUDA it arrives through IPC, here as a
+            # copy made again on the device by the receiving process (the values at the put). A queue
+            # pickles in its feeder thread, where a refusal would never reach the application: its
+            # `put` returns and the receiver waits forever.
+            host = tensor.detach().cpu().contiguous()
+            # the bytes themselves, not a host tensor (shared through a file descriptor the receiver
+            # can only take while the sender lives: a worker that exits after its put would lose it)
+            data = host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b""
+            return _rebuild_on_device, (data, host.dtype, tuple(host.shape), tensor.requires_grad)
         _refuse("tensor")
     return reductions.reduce_tensor(tensor)
 
 
-def _rebuild_on_device(host: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+def _queue_feeder() -> bool:
+    """Whether this is a multiprocessing Queue's feeder thread, pickling what the application put."""
+    import threading
+
+    return threading.current_thread().name == "QueueFeederThread"
+
+
+def _rebuild_on_device(data: bytes, dtype: torch.dtype, shape: tuple, requires_grad: bool) -> torch.Tensor:
+    host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape) if data else \
+        torch.empty(shape, dtype=dtype)
     return host.to(state.device).requires_grad_(requires_grad)
 
 
