@@ -51,6 +51,21 @@ def test_tensors_live_on_the_device_and_mixing_with_cpu_fails(target):
     assert torch.equal((on_device * torch.tensor(2.0)).cpu(), torch.full((3,), 2.0))
 
 
+def test_indexing_mixes_as_cuda_allows(target):
+    # a device tensor takes host or device indices; a host tensor only host ones (the class-weight
+    # table left on the host by .cuda(), indexed by the device labels, raises on a GPU)
+    target("neuron")
+    table, labels = torch.arange(4.0), torch.tensor([0, 2])
+    on_device = table.to(EMULATED)
+    assert on_device[labels].tolist() == on_device[labels.to(EMULATED)].tolist() == [0.0, 2.0]
+    assert table[labels].tolist() == [0.0, 2.0]
+    for index in (labels.to(EMULATED), (table > 1).to(EMULATED)):
+        with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device"):
+            table[index]
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device"):
+        table[labels.to(EMULATED)] = 1.0
+
+
 def test_accelerator_api_reports_synchronizes_and_counts_memory(target):
     target("neuron")
     assert torch.accelerator.current_accelerator().type == EMULATED

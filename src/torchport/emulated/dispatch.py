@@ -111,6 +111,17 @@ def _mixing_error(info: _OpInfo, host: torch.Tensor) -> EmulatedDeviceError:
     )
 
 
+def _check_host_indexed(args: tuple) -> None:
+    """A host tensor indexed (or index-put) with device indices: CUDA allows device and host indices
+    into a device tensor, and host indices only into a host one (ATen's index meta: pytorch#69607)."""
+    indices = args[1] if len(args) > 1 else ()
+    if any(isinstance(index, torch.Tensor) and index.device.type == DEVICE_TYPE for index in indices or ()):
+        raise EmulatedDeviceError(
+            "indices should be either on cpu or on the same device as the indexed tensor (cpu). (A host tensor "
+            f"indexed with {DEVICE_TYPE}:0 indices; a GPU raises this too.) Move the indexed tensor to the device "
+            "(register it as a buffer, or .to(device)), or the indices to the host.")
+
+
 def _unwrap(value, info: _OpInfo, found: list):
     if isinstance(value, torch.Tensor):
         if value.is_cpu:
@@ -257,6 +268,8 @@ def fallback(op, *args, **kwargs):
     if special is not None:
         return special(op, args, kwargs)
     info = state.op_cache.get(op) or op_info(op)
+    if info.mixing_allowed and args and isinstance(args[0], torch.Tensor) and args[0].is_cpu:
+        _check_host_indexed(args)
     found: list = []
     host_args = [_unwrap(value, info, found) for value in args]
     numbers = tuple(
