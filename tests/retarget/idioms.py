@@ -746,4 +746,10 @@ IDIOMS = [
      "module = torch.get_device_module(device)\nmodule.manual_seed(0)\nmodule.reset_peak_memory_stats()\n"
      "result = (module.max_memory_allocated() >= 0, module.is_available(), torch.get_device_module('cuda:0') is module)",
      "result = (True, True, True)"),
+    # offloading code stages weights in pinned host memory it registers or pins itself
+    ("pinned_staging_storage_and_cudart_host_register",
+     "import torch\nw = torch.randn(8)\nstaged = w.untyped_storage().pin_memory()\nbuffer = torch.empty(8)\n"
+     "rc = torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), 32, 0)\n"
+     "torch.cuda.cudart().cudaHostUnregister(buffer.data_ptr())\nresult = (staged.nbytes(), int(rc))",
+     "result = (32, 0)"),
 ]

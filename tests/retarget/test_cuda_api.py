@@ -177,6 +177,11 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     last = unmapped.stderr.strip().splitlines()[-1]
     assert unmapped.returncode == 1 and "UnsupportedCudaFeature" in last and "caching_allocator_alloc" in last
     assert "app.py:3" in last and "compiled with CUDA" not in last
+    # a call of the CUDA runtime itself beyond the profiler window and host registration: likewise
+    runtime = program("import torch\nhandle = torch.cuda.cudart()\nhandle.cudaDeviceSetLimit(0, 1024)\n", "--device", "cpu")
+    last = runtime.stderr.strip().splitlines()[-1]
+    assert runtime.returncode == 1 and "UnsupportedCudaFeature" in last and "cudart().cudaDeviceSetLimit" in last
+    assert "app.py:3" in last
 
 
 def test_strict_turns_silent_noops_into_errors(program):

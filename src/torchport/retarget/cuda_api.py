@@ -891,16 +891,35 @@ def is_current_stream_capturing() -> bool:
     return False
 
 
-def cudart():
-    """The CUDA runtime handle profiling scripts use for `cudaProfilerStart()` / `cudaProfilerStop()`
-    (an Nsight capture window): no-ops on the target, where torch.profiler is the profiler."""
-    return types.SimpleNamespace(
-        cudaProfilerStart=_noop("cudart().cudaProfilerStart", _PROFILER_WINDOW, 0),
-        cudaProfilerStop=_noop("cudart().cudaProfilerStop", _PROFILER_WINDOW, 0),
-    )
-
-
 _PROFILER_WINDOW = "an Nsight capture window; {target} has none (use torch.profiler)"
+
+
+class _CudaRuntime:
+    """`torch.cuda.cudart()`: the CUDA runtime handle. Profiling scripts' `cudaProfilerStart()` /
+    `cudaProfilerStop()` (an Nsight capture window) and offloading code's `cudaHostRegister` /
+    `cudaHostUnregister` (pinning memory it holds) are reported no-ops answering `cudaSuccess` (0); any
+    other call of the CUDA runtime is unsupported, named with its call site."""
+
+    cudaProfilerStart = staticmethod(_noop("cudart().cudaProfilerStart", _PROFILER_WINDOW, 0))
+    cudaProfilerStop = staticmethod(_noop("cudart().cudaProfilerStop", _PROFILER_WINDOW, 0))
+    cudaHostRegister = staticmethod(_noop("cudart().cudaHostRegister", "the memory is used unpinned on {target}", 0))
+    cudaHostUnregister = staticmethod(_noop("cudart().cudaHostUnregister", "nothing was pinned on {target}", 0))
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def function(*args, **kwargs):
+            _rt().unsupported(f"torch.cuda.cudart().{name}", "Use torch.cuda's own API (torch.accelerator, "
+                              "torch.cuda.Event, memory statistics) for what the target can do")
+
+        function.__name__ = name
+        return function
+
+
+def cudart() -> _CudaRuntime:
+    """The CUDA runtime handle (`_CudaRuntime`)."""
+    return _CudaRuntime()
 
 
 def _build_profiler() -> types.ModuleType:

@@ -526,10 +526,15 @@ class _SuperModule:
 
 
 def pin_memory(site: int, obj, *args, **kwargs):
-    """`tensor.pin_memory()`: kept where the target pins host memory, skipped where it cannot."""
-    if isinstance(obj, _Tensor) and not _rt.backend.supports_pinned_memory:
-        _rt.noop("Tensor.pin_memory", f"{_rt.backend.name} has no pinned host memory", SITES[site])
+    """`tensor.pin_memory()` / `storage.pin_memory()`: kept where the target pins host memory (a
+    storage pinned through a tensor over it, as the target pins tensors), skipped where it cannot."""
+    if isinstance(obj, (_Tensor, _Storages)) and not _rt.backend.supports_pinned_memory:
+        _rt.noop(f"{'Tensor' if isinstance(obj, _Tensor) else 'Storage'}.pin_memory",
+                 f"{_rt.backend.name} has no pinned host memory", SITES[site])
         return obj
+    if isinstance(obj, torch.UntypedStorage) and obj.device.type == "cpu" and not args and not kwargs:
+        whole = torch.empty(0, dtype=torch.uint8).set_(obj, 0, (obj.nbytes(),))
+        return whole.pin_memory().untyped_storage()
     return obj.pin_memory(*args, **kwargs)
 
 
