@@ -556,7 +556,7 @@ def set_rng_state(new_state, device="cuda") -> None:
     _set_rng_state(new_state)
 
 
-def generator_set_state(generator, new_state) -> None:
+def generator_set_state(generator, new_state):
     """`generator.set_state(new_state)` in the application. For one of `torch.cuda.default_generators`
     (Megatron's and DeepSpeed's RNG trackers restore `torch.cuda.get_rng_state()` through them) a
     CUDA-shaped state is `set_rng_state`'s; for another generator, the target's own state a
