@@ -5,7 +5,7 @@ import ast
 import torch
 
 from torchport import backends
-from torchport.retarget import runtime, transform
+from torchport.retarget import runtime, state, transform
 from torchport.retarget.state import Retarget
 
 SOURCE = """\
@@ -76,7 +76,7 @@ def test_a_device_keyword_is_mapped_only_where_it_reaches_torch():
         assert runtime.call(_application_function, site, device=0) == "cuda:0"  # stays an integer
         assert runtime.call(dict, site, device=2) == {"device": 2}  # not torch: untouched
     finally:
-        runtime.bind(None)
+        runtime.bind(state.current())  # the process's own retargeting, if a test activated one
 
 
 def test_runtime_maps_only_what_means_cuda():
@@ -97,7 +97,7 @@ def test_runtime_maps_only_what_means_cuda():
         for saved_on in ("cuda:0", "cuda:3", "cpu"):  # listed, unlisted (restored where saved), host
             assert mapped(torch.UntypedStorage(4), saved_on).device.type == "cpu"
     finally:
-        runtime.bind(None)
+        runtime.bind(state.current())  # the process's own retargeting, if a test activated one
 
 
 def test_rewritten_code_compiles_with_the_original_line_numbers():
