@@ -10,7 +10,12 @@ device's autocast dispatch key, with the casts PyTorch's own kernels make:
 - lower precision: eligible tensors to the region's autocast dtype;
 - float32: eligible tensors to float32;
 - float32 unless a dtype is named: `dtype=torch.float32` when the call names none and its first
-  tensor is eligible (softmax, sum and cumsum compute and return float32 from float16 inputs).
+  tensor is eligible (softmax, sum and cumsum compute and return float32 from float16 inputs);
+- promote: eligible tensors to the widest floating dtype among them (`scatter_add` of a float32
+  tensor and a float16 one runs in float32);
+- any other op (a kernel whose kind is None) passes through to the next dispatch key, its own
+  inner ops still autocast (a composite op such as cross_entropy computes log_softmax and nll_loss
+  with their own kinds).
 
 Read by the emulated device (its own lists, those of the target it emulates) and by retargeting (the
 lists of CUDA's autocast in the application's CUDA autocast regions).
@@ -22,10 +27,10 @@ from typing import Callable
 
 import torch
 
-__all__ = ["LOWER", "FLOAT32", "FLOAT32_UNLESS_DTYPE", "policy", "resolve", "make_kernel"]
+__all__ = ["LOWER", "FLOAT32", "FLOAT32_UNLESS_DTYPE", "PROMOTE", "policy", "resolve", "make_kernel"]
 
-LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE = "lower_precision", "float32", "float32_unless_dtype"
-_KINDS = (LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE)
+LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE, PROMOTE = "lower_precision", "float32", "float32_unless_dtype", "promote"
+_KINDS = (LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE, PROMOTE)
 
 
 def policy(profile) -> dict[str, str]:
@@ -74,19 +79,37 @@ def _named_dtype(args: tuple, kwargs: dict, slot: tuple[int, bool]):
     return args[position]
 
 
-def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, keys) -> Callable:
-    """An autocast kernel for `op`: the cast of `kind_of()`'s kind (None: none), then the op below the
-    autocast keys `keys` (a DispatchKeySet)."""
+def _widest(values, device_type: str, widest=None):
+    for value in values:
+        if _eligible(value, device_type):
+            if widest is None or torch.promote_types(widest, value.dtype) != widest:
+                widest = value.dtype if widest is None else torch.promote_types(widest, value.dtype)
+        elif isinstance(value, (list, tuple)):
+            widest = _widest(value, device_type, widest)
+    return widest
+
+
+def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key) -> Callable:
+    """An autocast kernel for `op` on the autocast dispatch key `key` (registered with_keyset): the cast
+    of `kind_of()`'s kind, then the op below every autocast key; for no kind (None), the op passed on
+    to the next key, as a fallthrough does."""
     slot = _dtype_slot(op)
     exclude = torch._C._ExcludeDispatchKeyGuard
+    excluded = torch._C.DispatchKeySet(key)
 
-    def kernel(*args, **kwargs):
+    def kernel(keyset, *args, **kwargs):
         kind = kind_of()
-        if kind == LOWER or kind == FLOAT32:
-            dtype = torch.get_autocast_dtype(device_type) if kind == LOWER else torch.float32
-            args = tuple(_cast(value, dtype, device_type) for value in args)
-            if kwargs:
-                kwargs = {key: _cast(value, dtype, device_type) for key, value in kwargs.items()}
+        if kind is None:
+            return op.redispatch(keyset.remove(key), *args, **kwargs)
+        if kind == LOWER or kind == FLOAT32 or kind == PROMOTE:
+            if kind == PROMOTE:
+                dtype = _widest((*args, *kwargs.values()), device_type)
+            else:
+                dtype = torch.get_autocast_dtype(device_type) if kind == LOWER else torch.float32
+            if dtype is not None:
+                args = tuple(_cast(value, dtype, device_type) for value in args)
+                if kwargs:
+                    kwargs = {name: _cast(value, dtype, device_type) for name, value in kwargs.items()}
         elif kind == FLOAT32_UNLESS_DTYPE and slot is not None and args and _eligible(args[0], device_type) \
                 and _named_dtype(args, kwargs, slot) is None:
             position, keyword_only = slot
@@ -94,7 +117,7 @@ def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, keys) -
                 kwargs = {**kwargs, "dtype": torch.float32}
             else:
                 args = (*args[:position], torch.float32, *args[position + 1:])
-        with exclude(keys):
+        with exclude(excluded):
             return op(*args, **kwargs)
 
     return kernel

@@ -1,6 +1,8 @@
 """The application's CUDA autocast regions run with CUDA's op lists on the target: softmax,
-layer_norm, exp, pow and the sums compute in float32 under float16 or bfloat16, as on a GPU, while
-the target's own autocast, used by name, keeps its own lists."""
+layer_norm, exp, pow and the sums compute in float32 under float16 or bfloat16, mixed inputs of
+scatter_add and dot are promoted, as on a GPU, also in the regions torch opens again for them
+(activation checkpointing's recomputation); the target's own autocast, used by name in the
+application, keeps its own lists."""
 
 import pytest
 
@@ -54,3 +56,33 @@ def test_the_targets_own_autocast_keeps_its_lists(program):
     result = program(source, "--device", "cpu", "--precision", "keep")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values() == {"inside": "float32", "own": "bfloat16,bfloat16,float32"}
+
+
+TRAINING = """
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+block = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 8)).cuda()
+x = torch.randn(4, 8, device="cuda", requires_grad=True)
+labels = torch.tensor([0, 1, 2, 3], device="cuda")
+for reentrant in (False, True):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        h = checkpoint(lambda t: block(t).pow(2), x, use_reentrant=reentrant)
+        loss = F.cross_entropy(h, labels)
+    loss.backward()
+    print(("reentrant=" if reentrant else "plain=") + str(loss.dtype).replace("torch.", "") + "," + str(x.grad is not None))
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    messages = block[0](torch.randn(5, 8, device="cuda"))            # bfloat16
+    nodes = torch.zeros(3, 8, device="cuda")                          # float32
+    index = torch.tensor([0, 1, 1, 2, 2], device="cuda").unsqueeze(1).expand(5, 8)
+    aggregated = nodes.scatter_add(0, index, messages)
+    dotted = torch.dot(messages[0], nodes[0])
+print("promoted=" + str(aggregated.dtype).replace("torch.", "") + "," + str(dotted.dtype).replace("torch.", ""))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda-emulated"])
+def test_checkpointing_promotion_and_composite_losses_under_cuda_autocast(program, device):
+    result = program(TRAINING, "--device", device, "--precision", "auto")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"plain": "float32,True", "reentrant": "float32,True", "promoted": "float32,float32"}

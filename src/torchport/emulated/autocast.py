@@ -20,7 +20,7 @@ from torchport.emulated.state import state
 
 __all__ = ["install", "region_policy"]
 
-_AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+_AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1
 _libraries: list = []
 #: Set by retargeting: the op lists to use now in this thread (an application CUDA autocast region's,
 #: CUDA's), or None for the profile's.
@@ -51,6 +51,7 @@ def install() -> int:
         op = resolve(name)
         if op is None:
             continue
-        library.impl(name, make_kernel(op, _kind_for(name), _DEVICE_TYPE, _AUTOCAST_KEYS), "AutocastPrivateUse1")
+        library.impl(name, make_kernel(op, _kind_for(name), _DEVICE_TYPE, _AUTOCAST_KEY), "AutocastPrivateUse1",
+                     with_keyset=True)
         count += 1
     return count

@@ -139,14 +139,16 @@ PROFILE_SCHEMA: dict = {
         },
         "autocast": {
             # The target's autocast op lists (aten op names, `name.overload` where it matters): ops run
-            # in the autocast dtype, in float32, and in float32 unless the call names a dtype. Every
-            # other op runs in the dtype it receives. Read by torchport.autocast_policy.
+            # in the autocast dtype, in float32, in float32 unless the call names a dtype, and in the
+            # widest dtype of their inputs. Every other op runs in the dtype it receives. Read by
+            # torchport.autocast_policy.
             "type": "object",
             "required": ["lower_precision", "float32", "source"],
             "properties": {
                 "lower_precision": {"type": "array", "items": {"type": "string"}},
                 "float32": {"type": "array", "items": {"type": "string"}},
                 "float32_unless_dtype": {"type": "array", "items": {"type": "string"}},
+                "promote": {"type": "array", "items": {"type": "string"}},
                 "source": {"type": "string"},
             },
             "additionalProperties": False,

@@ -195,6 +195,8 @@ def _entering(region):
     _enter_following(region)
     if region.__dict__.get("_torchport_cuda"):
         autocast_lists.entered()
+    elif region.__dict__.get("_torchport_own"):
+        autocast_lists.own_entered()
     return entered
 
 
@@ -202,6 +204,8 @@ def _exiting(region, *exc_info):
     """`__exit__` of the autocast stand-ins."""
     if region.__dict__.get("_torchport_cuda"):
         autocast_lists.exited()
+    elif region.__dict__.get("_torchport_own"):
+        autocast_lists.own_exited()
     _exit_following(region)
     return _real_autocast.__exit__(region, *exc_info)
 
@@ -238,6 +242,7 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
         self._torchport_follows = follows
         self._torchport_cuda = cuda and enabled
+        self._torchport_own = not cuda and device_type == state.current().type
 
     __enter__ = _entering
     __exit__ = _exiting

@@ -3,17 +3,19 @@
 The application's `autocast("cuda")` asks for CUDA's autocast, whose lists run softmax, log_softmax,
 layer_norm, group_norm, exp, pow, logsumexp, the norms and the sums in float32 under float16 or
 bfloat16 (a VAE's KL term, `logvar.exp()` near 12, stays finite; attention probabilities are
-float32). On the target the region is the target's genuine autocast (`amp.autocast`), whose lists
-differ: the CPU's runs those ops in the dtype they receive. Here each op CUDA's lists cast and the
-target's leave alone gets a kernel on the target's autocast key that casts as CUDA's does while this
-thread is in an application CUDA region and passes the op through elsewhere, so a library's own use
-of the target's autocast sees the target's lists (`torchport.autocast_policy` makes the kernels). Ops
-the target's lists cast and CUDA's leave alone keep the target's cast (more precision, not less). On
-the emulated device its own kernels take CUDA's lists in these regions (`emulated.autocast`). A
-function torch.compile traces inside a region gets the casts in its graph; a region written inside
-a compiled function is the target's genuine autocast there, with the target's lists. Targets whose
-autocast kernels torchport does not hold (XLA, MPS, Neuron and the other accelerators) run their own
-lists, reported at the first region.
+float32), and promote mixed inputs of scatter_add, dot, bilinear, index_put and a few others to the
+widest. On the target the region is the target's genuine autocast (`amp.autocast`), whose lists
+differ: the CPU's runs those ops in the dtype they receive. From the application's first CUDA region
+on, each op CUDA's lists cast and the target's leave alone gets a kernel on the target's autocast key
+that casts as CUDA's does (`torchport.autocast_policy` makes the kernels), in every region of the
+target's autocast: the application's CUDA regions, and the regions torch opens again for them
+(activation checkpointing's recomputation in backward, `custom_bwd`) or a library opens (on a GPU
+machine these are CUDA's). The application's own regions of the target's autocast by name
+(`torch.autocast("cpu")` in its code) keep the target's lists. Ops the target's lists cast and CUDA's
+leave alone keep the target's cast (more precision, not less). On the emulated device its own
+kernels take CUDA's lists likewise (`emulated.autocast`). A function torch.compile traces gets the
+casts in its graph. Targets whose autocast kernels torchport does not hold (XLA, MPS, Neuron and the
+other accelerators) run their own lists, reported at the first region.
 """
 
 from __future__ import annotations
@@ -24,27 +26,50 @@ import torch
 
 from torchport.autocast_policy import make_kernel, policy, resolve
 
-__all__ = ["install", "entered", "exited", "in_region"]
+__all__ = ["install", "entered", "exited", "own_entered", "own_exited", "in_region"]
 
 
 class _Regions(threading.local):
     depth = 0
 
 
-_REGIONS = _Regions()
+#: The application's own regions of the target's autocast, by name (`torch.autocast("cpu")` in its
+#: code), per thread: the target's lists there.
+_OWN = _Regions()
 _installed: dict[str, object] = {}
 _cuda_policy: dict[str, str] = {}
+_ready: list[bool] = []
+_lock = threading.Lock()
 
 
 def entered() -> None:
-    """An application CUDA autocast region begins in this thread (the first one installs the lists)."""
+    """An application CUDA autocast region begins: the first one gives the target's autocast CUDA's
+    lists from then on, in every region but the application's own regions of the target's autocast.
+    Regions torch opens again for the application's computation (activation checkpointing's
+    recomputation in backward, `custom_bwd`) and a library's regions are the target's genuine
+    autocast, which a thread-bound choice would miss: a recomputation in other dtypes than the
+    forward's fails checkpointing's metadata check."""
     if not _ready:
         _prepare()
-    _REGIONS.depth += 1
 
 
-_ready: list[bool] = []
-_lock = threading.Lock()
+def exited() -> None:
+    """An application CUDA autocast region ends (nothing to undo: see `entered`)."""
+
+
+def own_entered() -> None:
+    """An application region of the target's own autocast, by name, begins in this thread."""
+    _OWN.depth += 1
+
+
+def own_exited() -> None:
+    if _OWN.depth:
+        _OWN.depth -= 1
+
+
+def in_region() -> bool:
+    """Whether CUDA's lists apply here now."""
+    return bool(_ready) and not _OWN.depth
 
 
 def _prepare() -> None:
@@ -62,15 +87,6 @@ def _prepare() -> None:
         _ready.append(True)
 
 
-def exited() -> None:
-    if _REGIONS.depth:
-        _REGIONS.depth -= 1
-
-
-def in_region() -> bool:
-    return _REGIONS.depth > 0
-
-
 def _cuda() -> dict[str, str]:
     if not _cuda_policy:
         from torchport.profiles import load
@@ -86,12 +102,12 @@ def install(retarget) -> bool:
         if "cpu" not in _installed:
             own = policy(retarget.backend.profile())
             library = torch.library.Library("aten", "IMPL")
-            keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
             for name, kind in _cuda().items():
                 op = resolve(name)
                 if name in own or op is None:
                     continue
-                library.impl(name, make_kernel(op, _in_regions(kind), "cpu", keys), "AutocastCPU")
+                library.impl(name, make_kernel(op, _outside_own_regions(kind), "cpu", torch._C.DispatchKey.AutocastCPU),
+                             "AutocastCPU", with_keyset=True)
             _installed["cpu"] = library
         return True
     from torchport.emulated.state import DEVICE_TYPE
@@ -99,13 +115,13 @@ def install(retarget) -> bool:
     if retarget.type == DEVICE_TYPE:
         from torchport.emulated import autocast as emulated_autocast
 
-        emulated_autocast.region_policy = lambda: _cuda() if _REGIONS.depth else None
+        emulated_autocast.region_policy = lambda: None if _OWN.depth else _cuda()
         return True
     return False
 
 
-def _in_regions(kind: str):
+def _outside_own_regions(kind: str):
     def kind_of():
-        return kind if _REGIONS.depth else None
+        return None if _OWN.depth else kind
 
     return kind_of
