@@ -387,10 +387,21 @@ def test_a_scaler_turned_off_by_the_policy_answers_the_inf_checks_code_reaches_i
     scaler.step(opt)
     scaler.update()
     print("enabled=" + str(scaler.is_enabled()))
+    # a NaN batch: the step is skipped and the scale backs off, as CUDA's scaler does it
+    before = model.weight.detach().clone()
+    with torch.cuda.amp.autocast():
+        loss = model(torch.full((2, 4), float("nan"), device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    found = sum(v.item() for v in scaler._found_inf_per_device(opt).values())
+    scaler.step(opt)
+    scaler.update()
+    print("nan_step=" + str(found) + "," + str(torch.equal(model.weight.detach(), before)) + "," + str(scaler.get_scale()))
     """
     result = program(source, "--device", "neuron-emulated", "--precision", "auto")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.values() == {"skipped": "0.0", "devices": "cuda", "enabled": "False"}
+    assert result.values() == {"skipped": "0.0", "devices": "cuda", "enabled": "False",
+                               "nan_step": "1.0,True,32768.0"}
 
 
 def test_cuda_memory_stats_keys_read_the_emulated_allocator(program):

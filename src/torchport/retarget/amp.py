@@ -304,7 +304,8 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
         fp16 = effective_dtype(torch.float16) is torch.float16
         if not fp16:
             enabled = False
-            retarget.decide("GradScaler", "disabled: fp16 autocast was replaced, no underflow to guard")
+            retarget.decide("GradScaler", "scaling off: fp16 autocast was replaced, no underflow to guard; a step "
+                                          "with inf/NaN gradients is still skipped, as on CUDA")
         elif not retarget.backend.supports_grad_scaler:
             retarget.decide("GradScaler", _neutral(retarget.backend.name))
             return device, True, True
@@ -326,6 +327,9 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
         # scaler starts from, so that a checkpoint holding it loads into an enabled scaler there
         # (the way back) and get_scale() reads what it reads at the start on a GPU.
         self._torchport_kept = None
+        #: Turned off by torchport: per optimizer (by id), per device, 1.0 where this step's gradients
+        #: hold inf/NaN (checked once a step, at `unscale_` or `step`).
+        self._torchport_found: dict[int, dict] = {}
         if asked and not enabled and state.current().visible():
             self._torchport_kept = {"scale": float(init_scale), "growth_factor": float(growth_factor),
                                     "backoff_factor": float(backoff_factor), "growth_interval": int(growth_interval),
@@ -357,12 +361,58 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
                         f"enabled again: an fp16 autocast region stayed fp16 around a model the application holds "
                         f"in float16 ({_FP16_KEPT[0]}), whose gradients underflow without it; {how}")
 
+    # -- turned off by the policy: no scaling (the lowered precision needs none), but the scaler's
+    # other work stays: a step whose gradients hold inf/NaN is skipped, and the scale the application
+    # reads backs off after it and grows after `growth_interval` clean steps, as on CUDA (a NaN batch
+    # under bf16 would otherwise be applied, and code telling skipped steps by the scale, Accelerate's
+    # `optimizer_step_was_skipped`, would never see one).
+    def _torchport_check(self, optimizer) -> dict:
+        found = self._torchport_found.get(id(optimizer))
+        if found is None:
+            found = {}
+            with torch.no_grad():
+                for device, grads in grad_scaling.gradients_by_device(optimizer).items():
+                    found[device] = torch.stack([torch.isfinite(grad).all().logical_not() for grad in grads]
+                                                ).any().to(torch.float32)
+            self._torchport_found[id(optimizer)] = found
+        return found
+
+    def unscale_(self, optimizer) -> None:
+        if getattr(self, "_torchport_kept", None) is None:
+            return super().unscale_(optimizer)
+        self._torchport_check(optimizer)
+
+    def step(self, optimizer, *args, **kwargs):
+        if getattr(self, "_torchport_kept", None) is None:
+            return super().step(optimizer, *args, **kwargs)
+        if any(bool(flag) for flag in self._torchport_check(optimizer).values()):
+            retarget = state.current()
+            retarget.decide("GradScaler step skipped", "a step whose gradients held inf/NaN was skipped and the "
+                                                       "scale backed off, as CUDA's scaler does (the policy turned "
+                                                       "scaling off, not the check)", kind="adapted")
+            return None
+        return optimizer.step(*args, **kwargs)
+
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
         if not getattr(self, "_torchport_neutral", False):
             return super()._unscale_grads_(optimizer, inv_scale, found_inf, allow_fp16)
         return grad_scaling.unscale_grads(optimizer, inv_scale, found_inf, allow_fp16)
 
     def update(self, new_scale=None) -> None:
+        kept = getattr(self, "_torchport_kept", None)
+        if kept is not None:
+            found, self._torchport_found = self._torchport_found, {}
+            if new_scale is not None:
+                kept["scale"] = float(new_scale)
+            elif any(bool(flag) for flags in found.values() for flag in flags.values()):
+                kept["scale"] *= kept["backoff_factor"]
+                kept["_growth_tracker"] = 0
+            elif found:
+                kept["_growth_tracker"] += 1
+                if kept["_growth_tracker"] == kept["growth_interval"]:
+                    kept["scale"] *= kept["growth_factor"]
+                    kept["_growth_tracker"] = 0
+            return None
         if not (getattr(self, "_torchport_neutral", False) and self._enabled and new_scale is None):
             return super().update(new_scale)
         scale, growth_tracker = self._check_scale_growth_tracker("update")
@@ -376,14 +426,13 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
         self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
 
     def _found_inf_per_device(self, optimizer):
-        """Turned off by torchport: what an enabled scaler reports after a step without inf or NaN (a
-        0.0 per device of the optimizer's gradients), for code that reaches into it to skip a step
-        together across ranks (`all_reduce` of these) or to log skipped steps."""
+        """Turned off by torchport: what an enabled scaler reports after `unscale_` (1.0 per device of the
+        optimizer's gradients where they hold inf/NaN, else 0.0), for code that reaches into it to
+        skip a step together across ranks (`all_reduce` of these) or to log skipped steps."""
         if getattr(self, "_torchport_kept", None) is None:
             return super()._found_inf_per_device(optimizer)
-        devices = {param.device for group in optimizer.param_groups for param in group["params"]
-                   if param.grad is not None} or {state.current().device()}
-        return {device: torch.zeros((), dtype=torch.float32, device=device) for device in devices}
+        found = self._torchport_check(optimizer)
+        return dict(found) or {state.current().device(): torch.zeros((), dtype=torch.float32)}
 
     def state_dict(self) -> dict[str, Any]:
         kept = getattr(self, "_torchport_kept", None)
