@@ -13,6 +13,7 @@ device's autocast dispatch key, with the casts PyTorch's own kernels make:
   tensor is eligible (softmax, sum and cumsum compute and return float32 from float16 inputs);
 - promote: eligible tensors to the widest floating dtype among them (`scatter_add` of a float32
   tensor and a float16 one runs in float32);
+- refused: the op raises the device's error (CUDA refuses binary_cross_entropy under autocast);
 - any other op (a kernel whose kind is None) passes through to the next dispatch key, its own
   inner ops still autocast (a composite op such as cross_entropy computes log_softmax and nll_loss
   with their own kinds).
@@ -27,10 +28,13 @@ from typing import Callable
 
 import torch
 
-__all__ = ["LOWER", "FLOAT32", "FLOAT32_UNLESS_DTYPE", "PROMOTE", "policy", "resolve", "make_kernel"]
+__all__ = ["LOWER", "FLOAT32", "FLOAT32_UNLESS_DTYPE", "PROMOTE", "REFUSED", "REFUSALS", "policy", "resolve", "make_kernel"]
 
 LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE, PROMOTE = "lower_precision", "float32", "float32_unless_dtype", "promote"
+REFUSED = "refused"
 _KINDS = (LOWER, FLOAT32, FLOAT32_UNLESS_DTYPE, PROMOTE)
+#: op name -> the error an autocast that refuses the op raises (from the profiles read by `policy`)
+REFUSALS: dict[str, str] = {}
 
 
 def policy(profile) -> dict[str, str]:
@@ -41,7 +45,11 @@ def policy(profile) -> dict[str, str]:
         from torchport.profiles import load
 
         lists = load("cpu").data["autocast"]
-    return {name: kind for kind in _KINDS for name in lists.get(kind, ())}
+    kinds = {name: kind for kind in _KINDS for name in lists.get(kind, ())}
+    for name, message in (lists.get(REFUSED) or {}).items():
+        kinds[name] = REFUSED
+        REFUSALS[name] = message
+    return kinds
 
 
 def resolve(name: str):
@@ -89,7 +97,7 @@ def _widest(values, device_type: str, widest=None):
     return widest
 
 
-def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key) -> Callable:
+def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key, name: str = "") -> Callable:
     """An autocast kernel for `op` on the autocast dispatch key `key` (registered with_keyset): the cast
     of `kind_of()`'s kind, then the op below every autocast key; for no kind (None), the op passed on
     to the next key, as a fallthrough does."""
@@ -101,6 +109,8 @@ def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key) ->
         kind = kind_of()
         if kind is None:
             return op.redispatch(keyset.remove(key), *args, **kwargs)
+        if kind == REFUSED:
+            raise RuntimeError(REFUSALS.get(name) or f"{name} is refused under autocast")
         if kind == LOWER or kind == FLOAT32 or kind == PROMOTE:
             if kind == PROMOTE:
                 dtype = _widest((*args, *kwargs.values()), device_type)

@@ -78,6 +78,12 @@ with torch.autocast("cuda", dtype=torch.bfloat16):
     aggregated = nodes.scatter_add(0, index, messages)
     dotted = torch.dot(messages[0], nodes[0])
 print("promoted=" + str(aggregated.dtype).replace("torch.", "") + "," + str(dotted.dtype).replace("torch.", ""))
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    try:
+        F.binary_cross_entropy(torch.sigmoid(block(x)), torch.ones(4, 8, device="cuda"))
+        print("bce=ran")
+    except RuntimeError as error:  # CUDA's autocast refuses it, naming the logits form
+        print("bce=" + str("binary_cross_entropy_with_logits" in str(error)))
 """
 
 
@@ -85,4 +91,5 @@ print("promoted=" + str(aggregated.dtype).replace("torch.", "") + "," + str(dott
 def test_checkpointing_promotion_and_composite_losses_under_cuda_autocast(program, device):
     result = program(TRAINING, "--device", device, "--precision", "auto")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.values() == {"plain": "float32,True", "reentrant": "float32,True", "promoted": "float32,float32"}
+    assert result.values() == {"plain": "float32,True", "reentrant": "float32,True", "promoted": "float32,float32",
+                               "bce": "True"}

@@ -51,7 +51,7 @@ def install() -> int:
         op = resolve(name)
         if op is None:
             continue
-        library.impl(name, make_kernel(op, _kind_for(name), _DEVICE_TYPE, _AUTOCAST_KEY), "AutocastPrivateUse1",
+        library.impl(name, make_kernel(op, _kind_for(name), _DEVICE_TYPE, _AUTOCAST_KEY, name), "AutocastPrivateUse1",
                      with_keyset=True)
         count += 1
     return count

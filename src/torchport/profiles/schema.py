@@ -149,6 +149,8 @@ PROFILE_SCHEMA: dict = {
                 "float32": {"type": "array", "items": {"type": "string"}},
                 "float32_unless_dtype": {"type": "array", "items": {"type": "string"}},
                 "promote": {"type": "array", "items": {"type": "string"}},
+                # ops the autocast refuses: op name -> the error it raises
+                "refused": {"type": "object", "additionalProperties": {"type": "string"}},
                 "source": {"type": "string"},
             },
             "additionalProperties": False,

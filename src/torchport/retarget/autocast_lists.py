@@ -21,10 +21,11 @@ other accelerators) run their own lists, reported at the first region.
 from __future__ import annotations
 
 import threading
+import warnings
 
 import torch
 
-from torchport.autocast_policy import make_kernel, policy, resolve
+from torchport.autocast_policy import REFUSED, make_kernel, policy, resolve
 
 __all__ = ["install", "entered", "exited", "own_entered", "own_exited", "in_region"]
 
@@ -104,10 +105,14 @@ def install(retarget) -> bool:
             library = torch.library.Library("aten", "IMPL")
             for name, kind in _cuda().items():
                 op = resolve(name)
-                if name in own or op is None:
+                if op is None or (name in own and kind != REFUSED):
                     continue
-                library.impl(name, make_kernel(op, _outside_own_regions(kind), "cpu", torch._C.DispatchKey.AutocastCPU),
-                             "AutocastCPU", with_keyset=True)
+                # a refusal replaces the CPU's own kernel, whose cast the application's CPU regions keep
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    library.impl(name, make_kernel(op, _outside_own_regions(kind, own.get(name)), "cpu",
+                                                   torch._C.DispatchKey.AutocastCPU, name),
+                                 "AutocastCPU", with_keyset=True)
             _installed["cpu"] = library
         return True
     from torchport.emulated.state import DEVICE_TYPE
@@ -120,8 +125,8 @@ def install(retarget) -> bool:
     return False
 
 
-def _outside_own_regions(kind: str):
+def _outside_own_regions(kind: str, own: str | None = None):
     def kind_of():
-        return None if _OWN.depth else kind
+        return own if _OWN.depth else kind
 
     return kind_of
