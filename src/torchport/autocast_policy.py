@@ -14,9 +14,8 @@ device's autocast dispatch key, with the casts PyTorch's own kernels make:
 - promote: eligible tensors to the widest floating dtype among them (`scatter_add` of a float32
   tensor and a float16 one runs in float32);
 - refused: the op raises the device's error (CUDA refuses binary_cross_entropy under autocast);
-- any other op (a kernel whose kind is None) passes through to the next dispatch key, its own
-  inner ops still autocast (a composite op such as cross_entropy computes log_softmax and nll_loss
-  with their own kinds).
+- any other op (a kernel whose kind is None) runs as it is; a composite one by its decomposition,
+  whose parts still autocast (cross_entropy computes log_softmax and nll_loss with their own kinds).
 
 Read by the emulated device (its own lists, those of the target it emulates) and by retargeting (the
 lists of CUDA's autocast in the application's CUDA autocast regions).
@@ -99,16 +98,20 @@ def _widest(values, device_type: str, widest=None):
 
 def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key, name: str = "") -> Callable:
     """An autocast kernel for `op` on the autocast dispatch key `key` (registered with_keyset): the cast
-    of `kind_of()`'s kind, then the op below every autocast key; for no kind (None), the op passed on
-    to the next key, as a fallthrough does."""
+    of `kind_of()`'s kind, then the op below the autocast key; for no kind (None), the op as it is (a
+    composite op by its decomposition, whose parts autocast on their own)."""
     slot = _dtype_slot(op)
     exclude = torch._C._ExcludeDispatchKeyGuard
     excluded = torch._C.DispatchKeySet(key)
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
 
     def kernel(keyset, *args, **kwargs):
         kind = kind_of()
         if kind is None:
-            return op.redispatch(keyset.remove(key), *args, **kwargs)
+            if composite:  # its parts dispatch on their own, autocast with their own kinds
+                return op.decompose(*args, **kwargs)
+            with exclude(excluded):
+                return op(*args, **kwargs)
         if kind == REFUSED:
             raise RuntimeError(REFUSALS.get(name) or f"{name} is refused under autocast")
         if kind == LOWER or kind == FLOAT32 or kind == PROMOTE:

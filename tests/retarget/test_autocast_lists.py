@@ -1,8 +1,8 @@
 """The application's CUDA autocast regions run with CUDA's op lists on the target: softmax,
 layer_norm, exp, pow and the sums compute in float32 under float16 or bfloat16, mixed inputs of
 scatter_add and dot are promoted, as on a GPU, also in the regions torch opens again for them
-(activation checkpointing's recomputation); the target's own autocast, used by name in the
-application, keeps its own lists."""
+(activation checkpointing's recomputation) and in regions compiled before any eager one; the
+emulated targets rehearse their own target's lists."""
 
 import pytest
 
@@ -30,7 +30,7 @@ with torch.autocast("cuda", dtype=torch.float16):
 """
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda-emulated", "neuron-emulated"])
+@pytest.mark.parametrize("device", ["cpu", "cuda-emulated"])
 def test_cuda_regions_run_cudas_lists_on_the_target(program, device):
     result = program(REGIONS, "--device", device, "--precision", "keep")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -38,24 +38,52 @@ def test_cuda_regions_run_cudas_lists_on_the_target(program, device):
     assert result.values() == {"cuda": cuda, "cuda_amp": cuda, "kl": "float32,True", "compiled": "float32"}
 
 
-def test_the_targets_own_autocast_keeps_its_lists(program):
-    # code that asks for the CPU's autocast by name (a library's, or the application's own) gets the
-    # CPU's lists, in which softmax and sums run in the dtype they receive
+def test_an_emulated_target_rehearses_its_own_lists_and_says_so(program, tmp_path):
+    # on Neuron the application's CUDA regions run the target's autocast, whose lists are its own:
+    # the emulated Neuron rehearses those (its profile's; the CPU's where it states none)
+    report = tmp_path / "report.json"
+    result = program(REGIONS, "--device", "neuron-emulated", "--precision", "keep", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["cuda"].split(",")[1] == "float16"  # softmax in the dtype it receives
+    import json
+
+    decisions = {d["topic"]: d["decision"] for d in json.loads(report.read_text())["decisions"]}
+    assert "own autocast lists run" in decisions["cuda autocast op lists"]
+
+
+def test_a_region_compiled_before_any_eager_one_gets_cudas_lists(program):
     source = """
     import torch
-    h = torch.randn(4, 8).to(torch.bfloat16)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            pass
-        inside = h.softmax(-1).dtype
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        own = (h.softmax(-1).dtype, h.sum().dtype, torch.nn.functional.mse_loss(h, h).dtype)
-    print("inside=" + str(inside).replace("torch.", ""))
-    print("own=" + ",".join(str(d).replace("torch.", "") for d in own))
+    layer = torch.nn.Linear(8, 8).cuda()
+    @torch.compile(backend="aot_eager")
+    def step(x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return layer(x).softmax(-1)
+    print("compiled=" + str(step(torch.randn(2, 8, device="cuda")).dtype).replace("torch.", ""))
     """
     result = program(source, "--device", "cpu", "--precision", "keep")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.values() == {"inside": "float32", "own": "bfloat16,bfloat16,float32"}
+    assert result.values() == {"compiled": "float32"}
+
+
+def test_the_cpus_autocast_follows_cudas_lists_once_a_cuda_region_ran(program):
+    # one set of lists in the process, so that torch's own regions (checkpointing's recomputation)
+    # agree with the forward; before any CUDA region the CPU's autocast is the CPU's
+    source = """
+    import torch
+    h = torch.randn(4, 8).to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        before = h.softmax(-1).dtype
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        pass
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        after = (h.softmax(-1).dtype, torch.nn.functional.mse_loss(h, h).dtype)
+    print("before=" + str(before).replace("torch.", ""))
+    print("after=" + ",".join(str(d).replace("torch.", "") for d in after))
+    """
+    result = program(source, "--device", "cpu", "--precision", "keep")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"before": "bfloat16", "after": "float32,float32"}
 
 
 TRAINING = """

@@ -4,13 +4,10 @@ PyTorch registers no autocast kernels for PrivateUse1, so without these the cont
 accepted and nothing changes precision. The policy is the emulated target's: its profile's
 `autocast` lists (CUDA's for cuda-emulated; the CPU's, PyTorch's policy for a device without lists
 of its own, where a profile states none: an AMP run then matches the same run on the CPU bit for
-bit), read at each call, so the active profile decides. Retargeting sets `region_policy`: in the
-application's CUDA autocast regions the lists are CUDA's (`retarget.autocast_lists`).
+bit), read at each call, so the active profile decides.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import torch
 
@@ -18,19 +15,15 @@ from torchport.autocast_policy import make_kernel, policy, resolve
 from torchport.emulated.state import DEVICE_TYPE as _DEVICE_TYPE
 from torchport.emulated.state import state
 
-__all__ = ["install", "region_policy"]
+__all__ = ["install"]
 
 _AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1
 _libraries: list = []
-#: Set by retargeting: the op lists to use now in this thread (an application CUDA autocast region's,
-#: CUDA's), or None for the profile's.
-region_policy: Callable[[], dict | None] | None = None
 
 
 def _kind_for(name: str):
     def kind_of():
-        chosen = region_policy() if region_policy is not None else None
-        return (chosen if chosen is not None else state.autocast_policy).get(name)
+        return state.autocast_policy.get(name)
 
     return kind_of
 

@@ -81,6 +81,7 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
     if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: torch's own warning and answer
         warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=3)
         return retarget.type, None, False, False
+    autocast_lists.arm()  # CUDA's op lists in the target's autocast (traced regions too)
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
@@ -193,19 +194,11 @@ def _entering(region):
     CUDA region runs with CUDA's op lists (`autocast_lists`)."""
     entered = _real_autocast.__enter__(region)
     _enter_following(region)
-    if region.__dict__.get("_torchport_cuda"):
-        autocast_lists.entered()
-    elif region.__dict__.get("_torchport_own"):
-        autocast_lists.own_entered()
     return entered
 
 
 def _exiting(region, *exc_info):
     """`__exit__` of the autocast stand-ins."""
-    if region.__dict__.get("_torchport_cuda"):
-        autocast_lists.exited()
-    elif region.__dict__.get("_torchport_own"):
-        autocast_lists.own_exited()
     _exit_following(region)
     return _real_autocast.__exit__(region, *exc_info)
 
@@ -237,12 +230,9 @@ class autocast(_real_autocast, metaclass=StandIn, genuine=_real_autocast):  # no
         return super().__new__(cls)
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
-        cuda = device_type == "cuda"
         device_type, dtype, enabled, follows = _target_autocast(device_type, dtype, enabled)
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
         self._torchport_follows = follows
-        self._torchport_cuda = cuda and enabled
-        self._torchport_own = not cuda and device_type == state.current().type
 
     __enter__ = _entering
     __exit__ = _exiting
@@ -269,7 +259,6 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
             device_type, dtype, enabled, follows = _target_autocast("cuda", dtype, enabled)
             _real_autocast.__init__(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
             self._torchport_follows = follows
-            self._torchport_cuda = enabled
 
         __enter__ = _entering
         __exit__ = _exiting

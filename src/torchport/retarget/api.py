@@ -8,7 +8,7 @@ import sys
 
 from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
-from torchport.retarget import amp, device_values, frameworks, proxy, runtime, spawn, state, torchscript
+from torchport.retarget import amp, autocast_lists, device_values, frameworks, proxy, runtime, spawn, state, torchscript
 from torchport.retarget.report import Recorder
 from torchport.retarget.scope import RetargetFinder, application_roots
 
@@ -114,6 +114,7 @@ def deactivate() -> None:
     state.set_current(None)
     runtime.bind(None)
     frameworks.restore()  # the frameworks' settings go with the retargeting
+    autocast_lists.disarm()  # and CUDA's autocast lists
     device_values.keep_identity_in_copies(False)
     device_values.send_to_children_as_cuda(False)
 

@@ -1,21 +1,22 @@
-"""CUDA's autocast op lists in the application's CUDA autocast regions, on the target.
+"""CUDA's autocast op lists in the application's CUDA autocast regions, on the CPU target.
 
 The application's `autocast("cuda")` asks for CUDA's autocast, whose lists run softmax, log_softmax,
 layer_norm, group_norm, exp, pow, logsumexp, the norms and the sums in float32 under float16 or
 bfloat16 (a VAE's KL term, `logvar.exp()` near 12, stays finite; attention probabilities are
-float32), and promote mixed inputs of scatter_add, dot, bilinear, index_put and a few others to the
-widest. On the target the region is the target's genuine autocast (`amp.autocast`), whose lists
-differ: the CPU's runs those ops in the dtype they receive. From the application's first CUDA region
-on, each op CUDA's lists cast and the target's leave alone gets a kernel on the target's autocast key
-that casts as CUDA's does (`torchport.autocast_policy` makes the kernels), in every region of the
-target's autocast: the application's CUDA regions, and the regions torch opens again for them
-(activation checkpointing's recomputation in backward, `custom_bwd`) or a library opens (on a GPU
-machine these are CUDA's). The application's own regions of the target's autocast by name
-(`torch.autocast("cpu")` in its code) keep the target's lists. Ops the target's lists cast and CUDA's
-leave alone keep the target's cast (more precision, not less). On the emulated device its own
-kernels take CUDA's lists likewise (`emulated.autocast`). A function torch.compile traces gets the
-casts in its graph. Targets whose autocast kernels torchport does not hold (XLA, MPS, Neuron and the
-other accelerators) run their own lists, reported at the first region.
+float32), promote mixed inputs of scatter_add, dot, bilinear, index_put and a few others to the
+widest, and refuse binary_cross_entropy. On the CPU target the region is the CPU's genuine autocast
+(`amp.autocast`), whose lists differ: it runs those ops in the dtype they receive. From the
+application's first CUDA region on (eager, or traced by torch.compile), until retargeting ends, each
+op CUDA's lists cast and the CPU's leave alone gets a kernel on the CPU's autocast key that casts as
+CUDA's does (`torchport.autocast_policy` makes the kernels), in every region of the CPU's autocast:
+the application's, and the regions torch opens again for them (activation checkpointing's
+recomputation in backward, `custom_bwd`), whose dtypes must agree with the forward's, and a
+library's (on a GPU machine these are CUDA's). Ops the CPU's lists cast and CUDA's leave alone keep
+the CPU's cast (more precision, not less).
+
+Other targets run their own lists in these regions, reported at the first one: their autocast
+kernels are not torchport's (XLA, MPS, Neuron), and the emulated devices rehearse their target's own
+(CUDA's on cuda-emulated).
 """
 
 from __future__ import annotations
@@ -27,106 +28,71 @@ import torch
 
 from torchport.autocast_policy import REFUSED, make_kernel, policy, resolve
 
-__all__ = ["install", "entered", "exited", "own_entered", "own_exited", "in_region"]
+__all__ = ["arm", "disarm", "armed"]
 
-
-class _Regions(threading.local):
-    depth = 0
-
-
-#: The application's own regions of the target's autocast, by name (`torch.autocast("cpu")` in its
-#: code), per thread: the target's lists there.
-_OWN = _Regions()
-_installed: dict[str, object] = {}
-_cuda_policy: dict[str, str] = {}
-_ready: list[bool] = []
+_library: list = []
 _lock = threading.Lock()
+#: True while CUDA's lists apply (from the first CUDA region until retargeting ends); None before a
+#: region was met in this retargeting.
+_armed: list[bool] = []
 
 
-def entered() -> None:
-    """An application CUDA autocast region begins: the first one gives the target's autocast CUDA's
-    lists from then on, in every region but the application's own regions of the target's autocast.
-    Regions torch opens again for the application's computation (activation checkpointing's
-    recomputation in backward, `custom_bwd`) and a library's regions are the target's genuine
-    autocast, which a thread-bound choice would miss: a recomputation in other dtypes than the
-    forward's fails checkpointing's metadata check."""
-    if not _ready:
-        _prepare()
+def armed() -> bool:
+    return bool(_armed and _armed[0])
 
 
-def exited() -> None:
-    """An application CUDA autocast region ends (nothing to undo: see `entered`)."""
-
-
-def own_entered() -> None:
-    """An application region of the target's own autocast, by name, begins in this thread."""
-    _OWN.depth += 1
-
-
-def own_exited() -> None:
-    if _OWN.depth:
-        _OWN.depth -= 1
-
-
-def in_region() -> bool:
-    """Whether CUDA's lists apply here now."""
-    return bool(_ready) and not _OWN.depth
-
-
-def _prepare() -> None:
+def arm() -> None:
+    """An application CUDA autocast region is made (eager or traced): CUDA's lists from now on."""
+    if _armed:
+        return
     from torchport.retarget import state
 
     with _lock:
-        if _ready:
+        if _armed:
             return
         retarget = state.current()
-        if not install(retarget):
+        if retarget is None:
+            return
+        installed = _install(retarget)
+        if not installed:
             retarget.decide("cuda autocast op lists",
                             f"{retarget.backend.name}'s own autocast lists run in the application's CUDA autocast "
                             "regions (CUDA's compute softmax, layer_norm, exp, pow and the sums in float32 under "
                             "float16 or bfloat16; the target's may not)", kind="adapted")
-        _ready.append(True)
+        _armed.append(installed)
 
 
-def _cuda() -> dict[str, str]:
-    if not _cuda_policy:
-        from torchport.profiles import load
-
-        _cuda_policy.update(policy(load("cuda")))
-    return _cuda_policy
+def disarm() -> None:
+    """Retargeting ends: the CPU's autocast has its own lists again."""
+    _armed.clear()
 
 
-def install(retarget) -> bool:
-    """Give the target's autocast CUDA's lists in the application's regions; False where the target's
-    autocast kernels are not torchport's to extend (reported when a region runs there)."""
-    if retarget.type == "cpu":
-        if "cpu" not in _installed:
-            own = policy(retarget.backend.profile())
-            library = torch.library.Library("aten", "IMPL")
-            for name, kind in _cuda().items():
-                op = resolve(name)
-                if op is None or (name in own and kind != REFUSED):
-                    continue
-                # a refusal replaces the CPU's own kernel, whose cast the application's CPU regions keep
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    library.impl(name, make_kernel(op, _outside_own_regions(kind, own.get(name)), "cpu",
-                                                   torch._C.DispatchKey.AutocastCPU, name),
-                                 "AutocastCPU", with_keyset=True)
-            _installed["cpu"] = library
-        return True
-    from torchport.emulated.state import DEVICE_TYPE
+def _install(retarget) -> bool:
+    """Give the CPU's autocast CUDA's lists while armed; False on other targets."""
+    from torchport.profiles import load
 
-    if retarget.type == DEVICE_TYPE:
-        from torchport.emulated import autocast as emulated_autocast
-
-        emulated_autocast.region_policy = lambda: None if _OWN.depth else _cuda()
-        return True
-    return False
+    if retarget.type != "cpu":
+        emulated_lists = retarget.backend.profile().data.get("autocast")
+        return emulated_lists is not None and emulated_lists == load("cuda").data["autocast"]
+    if not _library:
+        own = policy(load("cpu"))
+        library = torch.library.Library("aten", "IMPL")
+        for name, kind in policy(load("cuda")).items():
+            op = resolve(name)
+            if op is None or (name in own and kind != REFUSED):
+                continue
+            # a refusal replaces the CPU's own kernel, whose cast applies again once disarmed
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                library.impl(name, make_kernel(op, _while_armed(kind, own.get(name)), "cpu",
+                                               torch._C.DispatchKey.AutocastCPU, name),
+                             "AutocastCPU", with_keyset=True)
+        _library.append(library)
+    return True
 
 
-def _outside_own_regions(kind: str, own: str | None = None):
+def _while_armed(kind: str, own: str | None):
     def kind_of():
-        return own if _OWN.depth else kind
+        return kind if _armed and _armed[0] else own
 
     return kind_of
