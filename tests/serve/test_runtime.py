@@ -114,6 +114,36 @@ def test_shadow_of_a_canary_request_runs_the_primary():
         assert answer.routed == "canary" and deployment.shadow_monitor.mismatches == 1
 
 
+class Sleepy(torch.nn.Module):
+    """make_linear's model taking 0.15 s a call on the primary (a non-CPU device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            time.sleep(0.15)
+        return self.model(inputs)
+
+
+def test_more_threads_than_primary_workers_wait_their_turn_instead_of_failing_over():
+    # a threaded server (Flask, gunicorn gthread) calls predict from many threads: past the primary's
+    # workers (2 x max_concurrency + 4) the extra calls found none and failed over as 'timeout'
+    with Deployment(Sleepy, primary=PRIMARY, fallback="cpu", timeout_s=5.0, max_concurrency=2) as deployment:
+        answers = []
+        threads = [threading.Thread(target=lambda: answers.append(deployment.predict({"inputs": sample(1)})))
+                   for _ in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [(answer.role, answer.failover) for answer in answers] == [("primary", None)] * 12
+        assert deployment.breaker.state == CLOSED
+        text = deployment.metrics.exposition()[0].decode()
+        assert "torchport_serve_queue_wait_seconds_count 12.0" in text
+
+
 class FallbackDown(torch.nn.Module):
     """make_linear's model; while `down`, every call on the CPU (the fallback) raises, as a lost
     runtime would; an input whose first value is -1 is rejected on every device (NaN on the primary)."""
@@ -129,6 +159,8 @@ class FallbackDown(torch.nn.Module):
                 return self.model(inputs) * float("nan")
             raise ValueError("negative ids are not in the vocabulary")
         if self.down and inputs.device.type == "cpu":
+            if self.down == "oom":
+                raise torch.OutOfMemoryError("out of memory on the fallback")
             raise RuntimeError("device-side failure: fallback runtime lost")
         return self.model(inputs)
 
@@ -143,6 +175,10 @@ def test_a_canary_request_the_fallback_fails_is_answered_by_the_primary_not_blam
         assert answer.body["outputs"][0] == pytest.approx(expected[0], rel=1e-5)
         text = deployment.metrics.exposition()[0].decode()
         assert "torchport_serve_fallback_failures_total 1.0" in text
+        model.down = "oom"  # a fallback out of memory: the primary, not asked yet, answers too
+        assert deployment.predict({"inputs": sample(1)}).role == "primary"
+        assert "torchport_serve_fallback_failures_total 2.0" in deployment.metrics.exposition()[0].decode()
+        model.down = True
         for _ in range(6):  # both devices reject it: the input's fault, whatever the threshold
             with pytest.raises(ModelRejectedInput, match="failed on it too") as rejected:
                 deployment.predict({"inputs": [[-1.0] * FEATURES]})
@@ -209,6 +245,15 @@ def test_lazy_fallback_loads_on_first_failover():
         assert answer.failover == "error" and deployment.fallback.loaded
 
 
+class RunsCommand:
+    """Pickles as a call of os.system, which torch.load(weights_only=True) blocks."""
+
+    def __reduce__(self):
+        import os
+
+        return os.system, ("true",)
+
+
 def test_weights_are_loaded_with_weights_only(tmp_path):
     trained = make_linear()
     with torch.no_grad():
@@ -222,6 +267,10 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
     torch.save({"model": trained}, tmp_path / "pickled.pt")  # a pickled module, not weights
     with pytest.raises(UsageError, match="weights_only=True"):
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "pickled.pt"))
+    torch.save({"weight": RunsCommand()}, tmp_path / "command.pt")  # a blocked global (os.system): refused as such
+    with pytest.raises(UsageError, match="holds objects, not only tensors") as refused:
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "command.pt"))
+    assert "system" in str(refused.value) and "corrupt" not in str(refused.value)
     (tmp_path / "junk.pt").write_text("not a checkpoint")  # corrupt or another format: no advice to drop weights_only
     with pytest.raises(UsageError, match="not a readable torch checkpoint") as refused:
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "junk.pt"))

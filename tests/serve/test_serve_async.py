@@ -176,3 +176,22 @@ def test_close_with_a_request_in_flight_still_answers_it_from_the_fallback():
     answer = asyncio.run(scenario())
     assert (answer.role, answer.failover) == ("fallback", "timeout")
     settle(deployment)
+
+
+def test_a_caller_that_stops_waiting_before_its_request_has_a_place_is_counted():
+    plan = FaultPlan(hang_s=0.4)
+    with faulty(plan, timeout_s=2.0, max_concurrency=1) as deployment:
+        async def scenario():
+            slow = asyncio.ensure_future(deployment.predict_async({"inputs": sample(1, MARKERS["timeout"])}))
+            await asyncio.sleep(0.05)  # the slow one holds the only place
+            queued = asyncio.ensure_future(deployment.predict_async({"inputs": sample(2)}))
+            await asyncio.sleep(0.05)
+            queued.cancel()
+            await slow
+            return queued.cancelled()
+
+        assert asyncio.run(scenario())
+        settle(deployment)
+        text = deployment.metrics.exposition()[0].decode()
+        assert 'torchport_serve_rejected_total{reason="cancelled"} 1.0' in text
+        assert deployment.in_flight == 0

@@ -17,7 +17,7 @@ import torch
 from serve_models import (FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, RowsDropped, make_linear,
                           sample, settle)
 from torchport.errors import UsageError
-from torchport.serve import Deployment, ModelRejectedInput, UnserializableOutput
+from torchport.serve import Deployment, InvalidInput, ModelRejectedInput, PostprocessFailed, UnserializableOutput
 
 
 #: The factories' example: two rows, so the contract knows which outputs follow the batch.
@@ -168,6 +168,26 @@ def test_sys_exit_in_the_primary_at_warm_up_starts_on_the_fallback_instead_of_en
                     fallback="cpu", reset_after_s=60) as deployment:
         assert deployment.warmup["primary"].startswith("SystemExit") and deployment.breaker.state == "open"
         assert deployment.predict({"inputs": sample(1)}).routed == "breaker_open"
+
+
+def test_sys_exit_in_the_preprocess_or_postprocess_ends_the_request_not_the_server():
+    def preprocess(payload):
+        if payload.get("stop"):
+            sys.exit(2)  # a helper's argparse-style exit
+        return torch.tensor(payload["inputs"])
+
+    def postprocess(outputs):
+        if float(outputs.reshape(-1)[0]) > 1e6:
+            sys.exit("overflow")
+        return {"outputs": outputs.tolist()}
+
+    factory = lambda: {"model": torch.nn.Identity(), "preprocess": preprocess, "postprocess": postprocess}
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(InvalidInput, match="SystemExit"):
+            deployment.predict({"stop": True})
+        with pytest.raises(PostprocessFailed, match="SystemExit"):
+            deployment.predict({"inputs": [[2e6]]})
+        assert deployment.predict({"inputs": [[1.0]]}).body == {"outputs": [[1.0]]}
 
 
 def test_an_example_the_fallback_fails_too_is_the_examples_fault_not_the_primarys():
@@ -466,6 +486,18 @@ def test_shadow_counts_a_primary_that_fails_live_canary_requests_as_mismatches()
         assert 'torchport_serve_shadow_skipped_total{reason="primary_unavailable"}' not in exposition(deployment)
 
 
+def test_a_shadow_rollout_does_not_pass_a_primary_that_failed_at_start():
+    # --canary 0 --shadow S with a primary whose warm-up failed: the breaker starts open, every
+    # shadowed request finds the primary unavailable, which is a mismatch, not a comparison skipped
+    factory = lambda: {"model": ExitsOnPrimary(), "example": torch.randn(2, FEATURES)}
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", canary=0.0, shadow=1.0, reset_after_s=60) as deployment:
+        for index in range(3):
+            deployment.predict({"inputs": sample(index)})
+        deployment.flush()
+        assert deployment.shadow_monitor.mismatches == 3 and deployment.shadow_monitor.alarm
+        assert "breaker is open" in deployment.shadow_monitor.last.reasons[0]
+
+
 class NanConfidence(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -589,9 +621,25 @@ class CentredOverBatch(torch.nn.Module):
         return inputs - inputs.mean(0)
 
 
+class CumulativeOverBatch(torch.nn.Module):
+    """The first row is its own; every later one sums the rows before it."""
+
+    def forward(self, inputs):
+        return inputs.cumsum(0)
+
+
+class BatchMaximumBeside(torch.nn.Module):
+    """Per-row logits and, beside them, a Python number computed over the whole batch."""
+
+    def forward(self, inputs):
+        return {"logits": inputs * 2, "max_logit": float(inputs.max().item())}
+
+
 @pytest.mark.parametrize("factory, options, fragment", [
     (lambda: {"model": BatchMean(), "example": torch.randn(3, 4)}, {}, r"\['mean'\] changed"),
     (lambda: {"model": CentredOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
+    (lambda: {"model": CumulativeOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
+    (lambda: {"model": BatchMaximumBeside(), "example": torch.randn(3, 4)}, {}, r"\['max_logit'\] changed"),
     (lambda: {"model": make_linear(), "example": torch.randn(1, FEATURES)}, {}, "2 or more rows"),
     (lambda: {"model": make_linear(), "example": EXAMPLE}, {"max_concurrency": 2}, "could never fill"),
 ])

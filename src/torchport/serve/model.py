@@ -340,8 +340,9 @@ def load_weights(model, path: str) -> None:
         raise UsageError(f"Weights file {path!r} does not exist. Pass the path of a torch.save'd state dict.") from error
     except Exception as error:
         detail = str(error)
-        if "Unsupported global" in detail:  # the unpickler met a class: a pickled model, or objects beside the weights
-            found = detail[detail.index("Unsupported global"):].splitlines()[0].split(" was not ")[0]
+        at = detail.lower().find("unsupported global")
+        if at >= 0:  # the unpickler met a global (a class, a function such as os.system): refused, nothing ran
+            found = detail[at:].splitlines()[0].split(" was not ")[0]
             raise UsageError(f"Weights file {path!r} holds objects, not only tensors ({found}); it is refused, since "
                              "loading it would run code (weights_only=True). Save the state dict "
                              "(torch.save(model.state_dict(), path)), not the pickled model.") from None

@@ -27,6 +27,7 @@ children looked up once, and the in-flight and abandoned gauges read at scrape t
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import threading
 import time
@@ -69,6 +70,8 @@ class Answer:
     failover: str | None = None
     #: Why the request went straight to the fallback: 'canary' or 'breaker_open' (None: it did not).
     routed: str | None = None
+    #: The canary share sent it to the fallback, which failed it, and the primary answered it.
+    fallback_failed: bool = False
     latency_s: float = 0.0
     #: The postprocessed response body (predict only).
     body: Any = None
@@ -193,30 +196,47 @@ def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> froz
                      and tuple(twice[path].shape) == (2 * batch, *tensor.shape[1:]))
 
 
+#: How many of the example's rows `rows_mixed` runs alone.
+ROWS_CHECKED = 8
+
+
 def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str]) -> list[str]:
-    """The outputs that change with the other rows of the batch: `run` (the fallback) on the example's
-    first row alone against the whole example. An output that does not follow the batch must be the
-    same (a batch mean, a row count would not be); one that follows it must give the first row the
-    same row (a row computed over the batch, `y - y.mean(0)`, cross-row attention, would not).
-    Micro-batching would give such an output, computed over other clients' rows, to every request."""
+    """The outputs that change with the other rows of the batch: `run` (the fallback) on each of the
+    example's rows alone (the first ROWS_CHECKED) against the whole example. An output that does not
+    follow the batch must be the same (a batch mean, a row count would not be), and so must a value
+    beside the tensors (a `float(y.max())` would not); one that follows it must give each row the
+    same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it, cross-row
+    attention, would not). Micro-batching would give such an output, computed over other clients'
+    rows, to every request."""
     import torch
 
-    from torchport.compare.tree import flatten_tensors, map_tensors
+    from torchport.compare.tree import _leaves_with_paths, flatten_tensors, map_tensors
 
-    alone = dict(flatten_tensors(run(map_tensors(lambda tensor: tensor[:1], example))))
-    whole = dict(flatten_tensors(run(example)))
-    mixed = []
-    for path, tensor in whole.items():
-        single = alone.get(path)
-        if path in batched:  # a batch of one gives one row; kernels for other batch sizes may round it otherwise
-            tensor, rtol, atol = tensor[:1], 1e-3, 1e-4
-        else:
-            rtol, atol = 1e-5, 1e-6
-        same = single is not None and single.shape == tensor.shape and (
-            torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
-            if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
-        if not same:
-            mixed.append(path or "tensor")
+    def values(outputs):
+        return [(path, leaf) for path, leaf in _leaves_with_paths(outputs) if not isinstance(leaf, torch.Tensor)]
+
+    answer = run(example)
+    whole, whole_values = dict(flatten_tensors(answer)), values(answer)
+    mixed: list[str] = []
+    for row in range(min(_batch(example) or 0, ROWS_CHECKED)):
+        answer = run(map_tensors(lambda tensor: tensor[row:row + 1], example))
+        alone = dict(flatten_tensors(answer))
+        for path, tensor in whole.items():
+            single = alone.get(path)
+            if path in batched:  # a batch of one gives one row; kernels for other batch sizes may round it otherwise
+                tensor, rtol, atol = tensor[row:row + 1], 1e-3, 1e-4
+            else:
+                rtol, atol = 1e-5, 1e-6
+            same = single is not None and single.shape == tensor.shape and (
+                torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
+                if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
+            if not same and (path or "tensor") not in mixed:
+                mixed.append(path or "tensor")
+        if values(answer) != whole_values:
+            changed = [path for (path, leaf), (_, other) in zip(values(answer), whole_values) if leaf != other]
+            for path in changed or ["values beside the tensors"]:
+                if path not in mixed:
+                    mixed.append(path)
     return mixed
 
 
@@ -540,6 +560,8 @@ class Deployment:
         self._async_pool: concurrent.futures.ThreadPoolExecutor | None = None
         #: predict_async's bound on requests running at once, one per event loop.
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        #: predict's and infer's bound on requests running at once from callers' threads.
+        self._thread_gate = threading.Semaphore(max_concurrency)
         self._state = threading.Condition()
         self._in_flight = 0
         self.draining = False
@@ -578,7 +600,7 @@ class Deployment:
             mixed = rows_mixed(replica.run, example, self.contract.batched)
             if mixed:
                 why = (f"outputs that do not depend on the other rows of a batch: {', '.join(mixed)} changed when the "
-                       "example's first row ran alone (joined, a request would get its answer computed over other "
+                       "example's rows ran alone (joined, a request would get its answer computed over other "
                        "clients' rows)")
         if why is not None:
             raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs {why}. Fix the example, or "
@@ -699,8 +721,22 @@ class Deployment:
     # -- requests ------------------------------------------------------------------------------
     def predict(self, payload: Any) -> Answer:
         """Answer one JSON request: preprocess, `infer`, postprocess."""
-        with self._admitted():
-            return self._infer(self._preprocess(payload), postprocess=True)
+        with self._admitted(), self._place():
+            started = time.perf_counter()
+            return self._infer(self._preprocess(payload), postprocess=True, started=started)
+
+    @contextlib.contextmanager
+    def _place(self):
+        """A place under `max_concurrency` for a caller's thread (predict_async has one per event loop):
+        more threads than that wait their turn, counted in the queue wait, instead of finding every
+        primary worker busy and failing over as if the primary had timed out."""
+        arrived = time.perf_counter()
+        self._thread_gate.acquire()
+        self.metrics.queued(time.perf_counter() - arrived)
+        try:
+            yield
+        finally:
+            self._thread_gate.release()
 
     async def predict_async(self, payload: Any) -> Answer:
         """`predict` for an asyncio server: the request runs on one of the primary's workers, the primary
@@ -728,8 +764,10 @@ class Deployment:
         arrived = time.perf_counter()
         try:
             await gate.acquire()  # max_concurrency requests at once per loop; the others wait their turn here
-        except BaseException:
+        except BaseException as error:
             admission.__exit__(None, None, None)
+            if isinstance(error, asyncio.CancelledError):  # its caller stopped waiting before it had a place
+                self.metrics.rejected("cancelled")
             raise
         self.metrics.queued(time.perf_counter() - arrived)
         try:
@@ -799,8 +837,9 @@ class Deployment:
     def _request_in(self, argument: tuple[Any, bool, _Window | None]) -> Answer:
         """One request on a worker: `predict`'s (a JSON payload, postprocessed) or `infer`'s."""
         request, postprocess, window = argument
+        started = time.perf_counter()  # the request's time in the runtime includes its preprocess
         inputs = self._preprocess(request) if postprocess else request
-        return self._infer(inputs, postprocess=postprocess, window=window)
+        return self._infer(inputs, postprocess=postprocess, window=window, started=started)
 
     def _answer_timed_out(self, inputs: Any, postprocess: bool, failure: _DeviceFailure, started: float) -> Answer:
         """The fallback's answer for a request whose primary call passed the deadline an event loop holds."""
@@ -812,13 +851,13 @@ class Deployment:
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server
             self.metrics.rejected(InvalidInput.kind)
             raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
 
     def infer(self, inputs: Any) -> Answer:
         """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
-        with self._admitted():
+        with self._admitted(), self._place():
             return self._infer(inputs)
 
     class _Admission:
@@ -878,6 +917,8 @@ class Deployment:
             self.metrics.failover(answer.failover)
         elif answer.routed:
             self.metrics.routed_to_fallback(answer.routed)
+        if answer.fallback_failed:
+            self.metrics.fallback_failed()
         self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
         if self._shadow_pick.pick():
             self._start_shadow(inputs, answer)
@@ -909,12 +950,12 @@ class Deployment:
             return (*self._rendered(self.spec.postprocess(outputs)), None)
         except UnserializableOutput as error:
             failure = _DeviceFailure("bad_output", f"its postprocessed answer is not JSON ({error.reason})")
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
         fallback_outputs = self._fallback_only(inputs)
         try:
             body = self.spec.postprocess(fallback_outputs)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error
         return (*self._rendered(body), (failure, fallback_outputs))
@@ -922,7 +963,7 @@ class Deployment:
     def _postprocessed(self, outputs: Any, device: str) -> Any:
         try:
             return self.spec.postprocess(outputs)
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # sys.exit() too: the request's error, not the server's end
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the "
                                     f"outputs of {device!r}. Fix the postprocess; the outputs were computed.") from error
 
@@ -948,7 +989,7 @@ class Deployment:
         if not self._canary_pick.pick():
             try:
                 return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
-            except ModelRejectedInput as rejected:
+            except (ModelRejectedInput, NoDeviceAnswered) as rejected:
                 return self._primary_after_fallback_rejected(inputs, rejected, window)
         try:
             outputs = self._call_primary(inputs, window)
@@ -957,20 +998,19 @@ class Deployment:
             return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
         return Answer(outputs, PRIMARY, self.primary.name)
 
-    def _primary_after_fallback_rejected(self, inputs: Any, rejected: ModelRejectedInput,
+    def _primary_after_fallback_rejected(self, inputs: Any, rejected: ModelRejectedInput | NoDeviceAnswered,
                                          window: _Window | None) -> Answer:
-        """A request the canary share routed to the fallback, which raised or gave NaN or inf for it: the
-        primary, which was not asked, answers it if it can (the fallback is then at fault, a broken
-        device or runtime, and counted so); when it fails too, in any way, the fallback's rejection
-        stands: the input is at fault (422) and the breaker is not charged, as for a request the
-        primary failed first."""
+        """A request the canary share routed to the fallback, which raised, gave NaN or inf, or ran out of
+        memory for it: the primary, which was not asked, answers it if it can (the fallback is then
+        at fault, a broken device or runtime, and counted so); when it fails too, in any way, the
+        fallback's answer stands: the input is at fault (422), or no device could answer (503), and
+        the breaker is not charged, as for a request the primary failed first."""
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
-            raise ModelRejectedInput(f"{rejected} The primary {self.primary.name!r}, asked next, failed on it "
-                                     f"too ({failure}).") from None
-        self.metrics.fallback_failed()
-        return Answer(outputs, PRIMARY, self.primary.name)
+            raise type(rejected)(f"{rejected} The primary {self.primary.name!r}, asked next, failed on it too "
+                                 f"({failure}).") from None
+        return Answer(outputs, PRIMARY, self.primary.name, fallback_failed=True)
 
     def _call_primary(self, inputs: Any, window: _Window | None = None) -> Any:
         """The primary's checked outputs, or _DeviceFailure (sys.exit() in the model is a failure too;
@@ -1133,7 +1173,10 @@ class Deployment:
             self.metrics.shadow(result, self.shadow_monitor.alarm)
             return
         if answer.routed == "breaker_open":
-            self.metrics.shadow_skipped("primary_unavailable")
+            # the primary cannot be asked: its breaker opened on failures (or it failed at start). A
+            # mismatch, as its failures are: a shadow rollout must not pass a primary that never answers
+            result = self.shadow_monitor.record(ShadowResult(False, ["the primary is unavailable: its breaker is open"]))
+            self.metrics.shadow(result, self.shadow_monitor.alarm)
             return
         if not self._background.submit(self._shadow, inputs, answer):
             self.metrics.shadow_skipped("busy")
