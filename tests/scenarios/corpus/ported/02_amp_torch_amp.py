@@ -18,7 +18,14 @@ class Net(nn.Module):
         self.fc2 = nn.Linear(48, 5)
 
     def forward(self, x):
-        return self.fc2(F.gelu(self.norm(self.fc1(x))))
+        # CUDA's autocast computes layer_norm in float32 (the CPU's would keep float16): said here
+        h = self.fc1(x)
+        if torch.is_autocast_enabled("cpu"):
+            with torch.autocast("cpu", enabled=False):
+                h = self.norm(h.float())
+        else:
+            h = self.norm(h)
+        return self.fc2(F.gelu(h))
 
 
 model = Net().to(DEVICE)
