@@ -37,8 +37,9 @@ REFUSALS: dict[str, str] = {}
 
 
 def policy(profile) -> dict[str, str]:
-    """{op name: LOWER | FLOAT32 | FLOAT32_UNLESS_DTYPE} from `profile`'s `autocast` lists; a profile
-    without lists has the CPU's (PyTorch's policy for a device that registers none of its own)."""
+    """{op name: LOWER | FLOAT32 | FLOAT32_UNLESS_DTYPE | PROMOTE | REFUSED} from `profile`'s `autocast`
+    lists (a refusal's error kept in REFUSALS); a profile without lists has the CPU's (PyTorch's
+    policy for a device that registers none of its own)."""
     lists = profile.data.get("autocast") if profile is not None else None
     if not lists:
         from torchport.profiles import load
@@ -89,8 +90,7 @@ def _named_dtype(args: tuple, kwargs: dict, slot: tuple[int, bool]):
 def _widest(values, device_type: str, widest=None):
     for value in values:
         if _eligible(value, device_type):
-            if widest is None or torch.promote_types(widest, value.dtype) != widest:
-                widest = value.dtype if widest is None else torch.promote_types(widest, value.dtype)
+            widest = value.dtype if widest is None else torch.promote_types(widest, value.dtype)
         elif isinstance(value, (list, tuple)):
             widest = _widest(value, device_type, widest)
     return widest
@@ -122,7 +122,7 @@ def make_kernel(op, kind_of: Callable[[], str | None], device_type: str, key, na
             if dtype is not None:
                 args = tuple(_cast(value, dtype, device_type) for value in args)
                 if kwargs:
-                    kwargs = {name: _cast(value, dtype, device_type) for name, value in kwargs.items()}
+                    kwargs = {keyword: _cast(value, dtype, device_type) for keyword, value in kwargs.items()}
         elif kind == FLOAT32_UNLESS_DTYPE and slot is not None and args and _eligible(args[0], device_type) \
                 and _named_dtype(args, kwargs, slot) is None:
             position, keyword_only = slot
