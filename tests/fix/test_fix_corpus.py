@@ -44,6 +44,8 @@ TORCHRUN_PROGRAM = "05_ddp_basic"
 DOES_NOT_RUN: dict[str, str] = {}
 #: Programs that run after fix but take another path than their twin, and why.
 OTHER_PATH = {
+    "02_amp_torch_amp": "the fixed program runs with plain python, where autocast on the CPU has the CPU's op "
+    "lists (layer_norm in float16); torchport run, and the twin, compute it in float32 as CUDA's autocast does",
     "32_nanogpt_dtype": "asks torch.cuda.is_bf16_supported(), which torchport run answers as CUDA (yes) and "
     "this machine answers no: the fixed program trains in float16 where the twin uses bfloat16",
     "35_fused_adamw": "fused AdamW only when an accelerator is available: the fixed program takes the unfused "
