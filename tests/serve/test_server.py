@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -91,6 +92,23 @@ def test_a_lone_surrogate_a_client_sent_and_the_factory_echoes_stays_a_4xx_or_a_
         assert status == 200 and body == {"outputs": [[0.0, 0.0]], "echo": "x\ud800"}
         assert headers["x-torchport-role"] == "primary"
         client.close()
+
+
+def test_a_large_body_is_parsed_off_the_event_loop_and_answered():
+    from torchport.serve.server import PARSED_OFF_LOOP_BYTES
+
+    rows = [sample(index)[0] for index in range(4000)]
+    body = json.dumps({"inputs": rows}).encode()
+    assert len(body) > PARSED_OFF_LOOP_BYTES
+    deployment = Deployment(make_linear, primary=PRIMARY, fallback="cpu")
+    with running_server(deployment) as url:
+        client = Client(url)
+        status, _, answer = client.predict(body)
+        assert status == 200 and len(answer["outputs"]) == 4000
+        status, _, answer = client.predict(body[:-2])  # cut short: still a clear 400
+        assert (status, answer["error"]) == (400, "invalid_input")
+        client.close()
+    deployment.close()
 
 
 def test_unknown_paths_and_methods_are_json_errors(served):
