@@ -28,17 +28,13 @@ import torch
 
 from torchport.autocast_policy import REFUSED, make_kernel, policy, resolve
 
-__all__ = ["arm", "disarm", "armed"]
+__all__ = ["arm", "disarm"]
 
 _library: list = []
 _lock = threading.Lock()
 #: True while CUDA's lists apply (from the first CUDA region until retargeting ends); None before a
 #: region was met in this retargeting.
 _armed: list[bool] = []
-
-
-def armed() -> bool:
-    return bool(_armed and _armed[0])
 
 
 def arm() -> None:
