@@ -272,6 +272,12 @@ IDIOMS = [
     ("device_properties_by_string",
      "import torch\nresult = torch.cuda.get_device_properties('cuda').total_memory > 0", "result = True"),
     ("device_capability", "import torch\nresult = len(torch.cuda.get_device_capability())", "result = 2"),
+    # kernels gated on the build's architectures (bitsandbytes/xformers-style checks) decide as the
+    # capability does
+    ("arch_list_matches_capability",
+     "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
+     "result = (f'sm_{major}{minor}' in torch.cuda.get_arch_list(), 'code=sm_' in torch.cuda.get_gencode_flags())",
+     "result = (True, True)"),
     ("mem_get_info", "import torch\nresult = len(torch.cuda.mem_get_info())", "result = 2"),
     ("set_device", "import torch\nresult = torch.cuda.set_device(0)", "result = None"),
     ("device_context",

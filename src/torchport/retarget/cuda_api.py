@@ -205,6 +205,21 @@ def get_device_capability(device=None) -> tuple[int, int]:
     return retarget.backend.capability()
 
 
+def get_arch_list() -> list[str]:
+    """The architecture a CUDA build would list for the capability answered above (`sm_80` for
+    (8, 0)): code that gates a kernel on `"sm_80" in get_arch_list()` decides as it does on
+    `get_device_capability()`, where torch's own answer on a build without CUDA is an empty list."""
+    retarget = _rt()
+    retarget.redirected("torch.cuda.get_arch_list")
+    major, minor = retarget.backend.capability()
+    return [f"sm_{major}{minor}"]
+
+
+def get_gencode_flags() -> str:
+    """`nvcc`'s flags for `get_arch_list()`, as a CUDA build writes them."""
+    return " ".join(f"-gencode compute={arch.replace('sm', 'compute')},code={arch}" for arch in get_arch_list())
+
+
 #: The fields of CUDA's device properties that describe NVIDIA hardware (warps, caches, PCI
 #: slots): no value of the target's answers them.
 _HARDWARE_PROPERTIES = frozenset((
@@ -1130,7 +1145,7 @@ def build_cuda_module() -> types.ModuleType:
     names = [
         "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
         "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
-        "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
+        "get_arch_list", "get_gencode_flags", "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
         "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
