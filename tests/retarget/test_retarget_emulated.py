@@ -187,9 +187,9 @@ def test_a_generator_for_cuda_draws_reproducibly_on_the_emulated_device(program)
     assert result.values() == {"same": "True,emulated,emulated"}
 
 
-def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(program, tmp_path):
-    # the way back: `torch.save(args)` holding args.device, and the GradScaler torchport turned off
-    # (no GradScaler kernels on neuron) saved as the state an enabled scaler has
+def test_a_checkpoint_with_args_and_a_scaler_under_the_auto_policy_loads_on_a_gpu_machine(program, tmp_path):
+    # the way back: `torch.save(args)` holding args.device, and the GradScaler of a program whose
+    # fp16 became bf16 (neuron, no GradScaler kernels) saved as the enabled scaler's state a GPU has
     checkpoint = tmp_path / "ck.pt"
     source = f"""
     import argparse, torch
@@ -203,7 +203,7 @@ def test_a_checkpoint_with_args_and_a_turned_off_scaler_loads_on_a_gpu_machine(p
     """
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.values() == {"scale": "65536.0,False", "copy": "65536.0,65536.0,True"}
+    assert result.values() == {"scale": "65536.0,True", "copy": "65536.0,65536.0,True"}
     check = ("import sys, torch\n"
              "data = torch.load(sys.argv[1], map_location='cpu', weights_only=False)\n"
              "scaler = torch.amp.GradScaler('cpu')\n"  # an enabled scaler, as the GPU's is
@@ -368,10 +368,10 @@ def test_fp16_training_skips_an_overflowing_step_on_a_target_without_scaler_kern
     assert retargeted == expected
 
 
-def test_a_scaler_turned_off_by_the_policy_answers_the_inf_checks_code_reaches_into(program):
+def test_a_scaler_under_the_auto_policy_answers_the_inf_checks_code_reaches_into(program):
     # "skip the step together across ranks": all_reduce of the scaler's per-device inf flags after
-    # unscale_ (modded-nanogpt-style trainers); under --precision auto fp16 became bf16 and torchport
-    # turned the scaler off, so it answers what an enabled one does after a clean step
+    # unscale_ (modded-nanogpt-style trainers); under --precision auto fp16 became bf16 and the
+    # scaler stays the enabled one a GPU runs (on neuron in plain tensor ops)
     source = """
     import torch
     model = torch.nn.Linear(4, 1).cuda()
@@ -400,7 +400,7 @@ def test_a_scaler_turned_off_by_the_policy_answers_the_inf_checks_code_reaches_i
     """
     result = program(source, "--device", "neuron-emulated", "--precision", "auto")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.values() == {"skipped": "0.0", "devices": "cuda", "enabled": "False",
+    assert result.values() == {"skipped": "0.0", "devices": "cuda", "enabled": "True",
                                "nan_step": "1.0,True,32768.0"}
 
 
@@ -776,7 +776,7 @@ print("served=" + str(len(errors)) + "," + ",".join(sorted(dtypes)))
 def test_an_fp16_model_met_later_in_a_region_keeps_it_fp16_and_its_gradients_scaled(program):
     # the region follows the first module holding fp16 parameters, not just the first module (an fp32
     # projector ran first, and the fp16 teacher's LayerNorm then refused bf16 activations); once fp16
-    # is kept, the GradScaler the policy had turned off scales again (the student trained on zeros);
+    # is kept, the GradScaler scales its gradients (the student trained on zeros without it);
     # an autocast decorator shared by threads watches each thread's region (most calls crashed)
     auto = program(FP16_TEACHER, "--device", "neuron-emulated", "--precision", "auto")
     assert auto.returncode == 0, auto.stderr[-3000:]

@@ -159,8 +159,7 @@ _OPEN = _OpenRegions()
 _HOOK_LOCK = threading.Lock()
 _HOOK: list = []
 _COMPILED_MODULE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
-#: modules whose float16 parameters kept an fp16 region fp16 (the GradScalers the policy turned off
-#: scale again from then on, and compiled regions stay fp16)
+#: modules whose float16 parameters kept an fp16 region fp16 (compiled regions stay fp16 from then on)
 _FP16_KEPT: list[str] = []
 
 
@@ -280,7 +279,7 @@ def _neutral(target: str) -> str:
 
 def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
     """The device, `enabled`, and whether the scaler works in plain tensor ops (the target has no
-    GradScaler kernels), of a GradScaler made for `device`: on only where it does work."""
+    GradScaler kernels), of a GradScaler made for `device`."""
     retarget = state.current()
     if device != "cuda":
         return device, enabled, False
@@ -290,97 +289,29 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
         warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.", stacklevel=3)
         enabled = False
     if enabled:
-        fp16 = effective_dtype(torch.float16) is torch.float16
-        if not fp16:
-            enabled = False
-            retarget.decide("GradScaler", "scaling off: fp16 autocast was replaced, no underflow to guard; a step "
-                                          "with inf/NaN gradients is still skipped, as on CUDA")
-        elif not retarget.backend.supports_grad_scaler:
-            retarget.decide("GradScaler", _neutral(retarget.backend.name))
+        # The application's scaler stays on whatever the policy made of fp16: scaling by a power of
+        # two changes no bf16 or fp32 value (their exponent range is fp32's), so the program keeps
+        # the scaler a GPU runs, its scale(), get_scale(), skipped steps and state_dict() alike.
+        lowered = effective_dtype(torch.float16)
+        why = "" if lowered is torch.float16 else (
+            f" (fp16 autocast runs as {str(lowered).removeprefix('torch.')}: scaling by a power of two changes "
+            "none of its values, and the scaler still skips a step with inf/NaN gradients, as on CUDA)")
+        if not retarget.backend.supports_grad_scaler:
+            retarget.decide("GradScaler", _neutral(retarget.backend.name) + why)
             return device, True, True
-        else:
-            retarget.decide("GradScaler", f"kept on {device}")
+        retarget.decide("GradScaler", f"kept on {device}{why}")
     return device, enabled, False
 
 
 class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler):
-    """`torch.amp.GradScaler` as seen by the application, enabled only where it does work."""
+    """`torch.amp.GradScaler` as seen by the application: the target's, enabled as the application asked
+    (in plain tensor ops where the target has no GradScaler kernels)."""
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-        asked = enabled and device == "cuda"
         device, enabled, self._torchport_neutral = _scaler_settings(device, enabled)
         super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
-        # Turned off by torchport (not by the program, nor by hidden devices): the state a GPU's
-        # scaler starts from, so that a checkpoint holding it loads into an enabled scaler there
-        # (the way back) and get_scale() reads what it reads at the start on a GPU.
-        self._torchport_kept = None
-        #: Turned off by torchport: per optimizer (by id), per device, 1.0 where this step's gradients
-        #: hold inf/NaN (checked once a step, at `unscale_` or `step`).
-        self._torchport_found: dict[int, dict] = {}
-        if asked and not enabled and state.current().visible():
-            self._torchport_kept = {"scale": float(init_scale), "growth_factor": float(growth_factor),
-                                    "backoff_factor": float(backoff_factor), "growth_interval": int(growth_interval),
-                                    "_growth_tracker": 0}
-
-    def scale(self, outputs):
-        if _FP16_KEPT and getattr(self, "_torchport_kept", None) is not None:
-            self._scale_again()
-        return super().scale(outputs)
-
-    def _scale_again(self) -> None:
-        """A scaler the auto policy turned off, once an fp16 region stayed fp16 around a model the
-        application holds in fp16 (`_FollowModel`): on again, from the state it kept (a GPU's
-        scaler's at the start), as it would be under --precision keep."""
-        kept, self._torchport_kept = self._torchport_kept, None
-        retarget = state.current()
-        self._enabled = True
-        self._init_scale = kept["scale"]
-        self._scale = None
-        self._growth_factor = kept["growth_factor"]
-        self._backoff_factor = kept["backoff_factor"]
-        self._growth_interval = kept["growth_interval"]
-        self._init_growth_tracker = kept["_growth_tracker"]
-        self._growth_tracker = None
-        self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
-        self._torchport_neutral = not retarget.backend.supports_grad_scaler
-        how = _neutral(retarget.backend.name) if self._torchport_neutral else f"on {retarget.type}"
-        retarget.decide("GradScaler around a float16 model",
-                        f"enabled again: an fp16 autocast region stayed fp16 around a model the application holds "
-                        f"in float16 ({_FP16_KEPT[0]}), whose gradients underflow without it; {how}")
-
-    # -- turned off by the policy: no scaling (the lowered precision needs none), but the scaler's
-    # other work stays: a step whose gradients hold inf/NaN is skipped, and the scale the application
-    # reads backs off after it and grows after `growth_interval` clean steps, as on CUDA (a NaN batch
-    # under bf16 would otherwise be applied, and code telling skipped steps by the scale, Accelerate's
-    # `optimizer_step_was_skipped`, would never see one).
-    def _torchport_check(self, optimizer) -> dict:
-        found = self._torchport_found.get(id(optimizer))
-        if found is None:
-            found = {}
-            with torch.no_grad():
-                for device, grads in grad_scaling.gradients_by_device(optimizer).items():
-                    found[device] = torch.stack([torch.isfinite(grad).all().logical_not() for grad in grads]
-                                                ).any().to(torch.float32)
-            self._torchport_found[id(optimizer)] = found
-        return found
-
-    def unscale_(self, optimizer) -> None:
-        if getattr(self, "_torchport_kept", None) is None:
-            return super().unscale_(optimizer)
-        self._torchport_check(optimizer)
-
-    def step(self, optimizer, *args, **kwargs):
-        if getattr(self, "_torchport_kept", None) is None:
-            return super().step(optimizer, *args, **kwargs)
-        if any(bool(flag) for flag in self._torchport_check(optimizer).values()):
-            retarget = state.current()
-            retarget.decide("GradScaler step skipped", "a step whose gradients held inf/NaN was skipped and the "
-                                                       "scale backed off, as CUDA's scaler does (the policy turned "
-                                                       "scaling off, not the check)", kind="adapted")
-            return None
-        return optimizer.step(*args, **kwargs)
 
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
         if not getattr(self, "_torchport_neutral", False):
@@ -388,20 +319,6 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
         return grad_scaling.unscale_grads(optimizer, inv_scale, found_inf, allow_fp16)
 
     def update(self, new_scale=None) -> None:
-        kept = getattr(self, "_torchport_kept", None)
-        if kept is not None:
-            found, self._torchport_found = self._torchport_found, {}
-            if new_scale is not None:
-                kept["scale"] = float(new_scale)
-            elif any(bool(flag) for flags in found.values() for flag in flags.values()):
-                kept["scale"] *= kept["backoff_factor"]
-                kept["_growth_tracker"] = 0
-            elif found:
-                kept["_growth_tracker"] += 1
-                if kept["_growth_tracker"] == kept["growth_interval"]:
-                    kept["scale"] *= kept["growth_factor"]
-                    kept["_growth_tracker"] = 0
-            return None
         if not (getattr(self, "_torchport_neutral", False) and self._enabled and new_scale is None):
             return super().update(new_scale)
         scale, growth_tracker = self._check_scale_growth_tracker("update")
@@ -414,35 +331,9 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
                                   self._growth_factor, self._backoff_factor, self._growth_interval)
         self._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
 
-    def _found_inf_per_device(self, optimizer):
-        """Turned off by torchport: what an enabled scaler reports after `unscale_` (1.0 per device of the
-        optimizer's gradients where they hold inf/NaN, else 0.0), for code that reaches into it to
-        skip a step together across ranks (`all_reduce` of these) or to log skipped steps."""
-        if getattr(self, "_torchport_kept", None) is None:
-            return super()._found_inf_per_device(optimizer)
-        found = self._torchport_check(optimizer)
-        return dict(found) or {state.current().device(): torch.zeros((), dtype=torch.float32)}
-
-    def state_dict(self) -> dict[str, Any]:
-        kept = getattr(self, "_torchport_kept", None)
-        return dict(kept) if kept is not None else super().state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        kept = getattr(self, "_torchport_kept", None)
-        if kept is None:
-            return super().load_state_dict(state_dict)
-        if not state_dict:
-            raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
-                               "instance of GradScaler.")
-        kept.update({key: state_dict[key] for key in kept if key in state_dict})
-
-    def get_scale(self) -> float:
-        kept = getattr(self, "_torchport_kept", None)
-        return float(kept["scale"]) if kept is not None else super().get_scale()
-
     __reduce_ex__ = reduce_as_genuine
-    # a copy in the process stays what it was (a turned-off scaler keeping a GPU's state, or one
-    # scaling in plain tensor ops where the target has no GradScaler kernels)
+    # a copy in the process stays what it was (one scaling in plain tensor ops where the target has
+    # no GradScaler kernels)
     __copy__ = copy_keeping_class
     __deepcopy__ = copy_keeping_class
 

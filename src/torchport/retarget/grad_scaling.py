@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["unscale_grads", "update_scale", "gradients_by_device"]
+__all__ = ["unscale_grads", "update_scale"]
 
 
 def _gradients(optimizer: torch.optim.Optimizer, allow_fp16: bool) -> dict[torch.device, list[torch.Tensor]]:
@@ -33,11 +33,6 @@ def _gradients(optimizer: torch.optim.Optimizer, allow_fp16: bool) -> dict[torch
                 grad = param.grad
             grads.setdefault(grad.device, []).append(grad)
     return grads
-
-
-def gradients_by_device(optimizer: torch.optim.Optimizer) -> dict[torch.device, list[torch.Tensor]]:
-    """The optimizer's gradients (a sparse one's values), by device."""
-    return _gradients(optimizer, allow_fp16=True)
 
 
 def unscale_grads(optimizer: torch.optim.Optimizer, inv_scale: torch.Tensor, found_inf: torch.Tensor,
