@@ -85,7 +85,10 @@ import torch
 with torch.cuda.amp.autocast():
     out = torch.randn(4, 4).cuda() @ torch.randn(4, 4).cuda()
 print("dtype=" + str(out.dtype))
-print("scaler=" + str(torch.cuda.amp.GradScaler().is_enabled()))
+scaler = torch.cuda.amp.GradScaler()
+print("scaler=" + str(scaler.is_enabled()))
+# the gradient-penalty recipe unscales by hand with 1 / get_scale(): it must be what scale() multiplied by
+print("agree=" + str(scaler.scale(torch.ones((), device="cuda")).item() == scaler.get_scale() == 65536.0))
 plain = torch.randn(4, 4).cuda() @ torch.randn(4, 4).cuda()
 print("outside=" + str(plain.dtype))
 """
@@ -97,12 +100,13 @@ def test_precision_policies(program):
     expected = {
         "keep": ("torch.float16", "True"),
         # auto: bf16 where the CPU runs it natively, otherwise autocast off
-        "auto": ("torch.bfloat16" if has_native_bf16() else "torch.float32", "False"),
-        "bf16": ("torch.bfloat16", "False"),
-        "fp32": ("torch.float32", "False"),
+        "auto": ("torch.bfloat16" if has_native_bf16() else "torch.float32", "True"),
+        "bf16": ("torch.bfloat16", "True"),
+        "fp32": ("torch.float32", "True"),
     }
     for policy, (dtype, scaler) in expected.items():
         result = program(PRECISION_SCRIPT, "--device", "cpu", "--precision", policy)
+    # the application's GradScaler stays enabled whatever the policy makes of fp16, as on a GPU
         assert result.returncode == 0, result.stderr
         values = result.values()
         assert (values["dtype"], values["scaler"]) == (dtype, scaler), policy
@@ -116,6 +120,7 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     dist.init_process_group("nccl" if dist.is_nccl_available() else "gloo")
     # what a GPU machine answers (the group is served by the target's backend, gloo on the CPU)
     print("backend=" + dist.get_backend() + "," + str(torch.distributed.distributed_c10d.get_backend()))
+        assert values["agree"] == "True", policy
     group = dist.new_group([0], backend="nccl")
     print("group_backend=" + dist.get_backend(group))
     print("gloo_group=" + dist.get_backend(dist.new_group([0], backend="gloo")))
