@@ -16,6 +16,13 @@ print("bf16=" + str(torch.cuda.is_bf16_supported()))
 start, end = tc.Event(enable_timing=True), tc.Event(enable_timing=True)
 start.record(); time.sleep(0.05); end.record(); torch.cuda.synchronize()
 print("elapsed_ok=" + str(45.0 <= start.elapsed_time(end) < 1000.0))
+untimed, unrecorded = tc.Event(), tc.Event(enable_timing=True)
+untimed.record(); end.record()
+for name, first, second in (("untimed", untimed, end), ("unrecorded", start, unrecorded)):
+    try:  # CUDA's ValueErrors, whatever the target's events allow
+        first.elapsed_time(second)
+    except ValueError as error:
+        print(name + "=" + str(error))
 stream = torch.cuda.Stream()
 with torch.cuda.stream(stream):
     y = torch.ones(3, device="cuda") * 2
@@ -54,6 +61,8 @@ def test_cuda_api_on_cpu(program, tmp_path):
     assert values["capability"] == ("(8, 0)" if has_native_bf16() else "(7, 0)")
     assert values["total_memory_positive"] == "True" and values["bf16"] == "True"
     assert values["elapsed_ok"] == "True"
+    assert values["untimed"] == "Both events must be created with argument 'enable_timing=True'."
+    assert values["unrecorded"] == "Both events must be recorded before calculating elapsed time."
     assert values["stream_sum"] == "6.0"
     assert values["memory"] == "0,0"
     assert values["deterministic"] == "True"
@@ -97,6 +106,7 @@ print("outside=" + str(plain.dtype))
 def test_precision_policies(program):
     from torchport.backends.cpu import has_native_bf16
 
+    # the application's GradScaler stays enabled whatever the policy makes of fp16, as on a GPU
     expected = {
         "keep": ("torch.float16", "True"),
         # auto: bf16 where the CPU runs it natively, otherwise autocast off
@@ -106,11 +116,11 @@ def test_precision_policies(program):
     }
     for policy, (dtype, scaler) in expected.items():
         result = program(PRECISION_SCRIPT, "--device", "cpu", "--precision", policy)
-    # the application's GradScaler stays enabled whatever the policy makes of fp16, as on a GPU
         assert result.returncode == 0, result.stderr
         values = result.values()
         assert (values["dtype"], values["scaler"]) == (dtype, scaler), policy
         assert values["outside"] == "torch.float32", policy  # never cast code that did not ask
+        assert values["agree"] == "True", policy
 
 
 def test_distributed_and_checkpoint_forms(program, tmp_path):
@@ -120,7 +130,6 @@ def test_distributed_and_checkpoint_forms(program, tmp_path):
     dist.init_process_group("nccl" if dist.is_nccl_available() else "gloo")
     # what a GPU machine answers (the group is served by the target's backend, gloo on the CPU)
     print("backend=" + dist.get_backend() + "," + str(torch.distributed.distributed_c10d.get_backend()))
-        assert values["agree"] == "True", policy
     group = dist.new_group([0], backend="nccl")
     print("group_backend=" + dist.get_backend(group))
     print("gloo_group=" + dist.get_backend(dist.new_group([0], backend="gloo")))
@@ -152,6 +161,17 @@ def test_cuda_only_features_name_the_call_site_and_the_alternative(program):
     pool = program("import torch\npool = torch.cuda.graph_pool_handle()\n", "--device", "cpu")
     last = pool.stderr.strip().splitlines()[-1]
     assert pool.returncode == 1 and "torch.cuda.graph_pool_handle" in last and "app.py:2" in last
+    # the modules such code imports from are modules, their CUDA-only entry points named the same way
+    jit = program("import torch\nfrom torch.cuda.jiterator import _create_jit_fn\n"
+                  "fn = _create_jit_fn('template <typename T> T f(T x) { return x; }')\n", "--device", "cpu")
+    last = jit.stderr.strip().splitlines()[-1]
+    assert jit.returncode == 1 and "torch.cuda.jiterator._create_jit_fn" in last and "app.py:3" in last, last
+    assert "torch.compile" in last
+    graphs = program("import torch\nprint('capturing=' + str(torch.cuda.graphs.is_current_stream_capturing()))\n"
+                     "torch.cuda.graphs.CUDAGraph()\n", "--device", "cpu")
+    last = graphs.stderr.strip().splitlines()[-1]
+    assert graphs.values() == {"capturing": "False"}
+    assert graphs.returncode == 1 and "torch.cuda.CUDAGraph" in last and "app.py:3" in last, last
     fallback = program(
         "try:\n    import flash_attn\n    print('path=flash')\nexcept ImportError as error:\n"
         "    print('path=sdpa')\n    print('message=' + str(error))\n",

@@ -720,13 +720,15 @@ class Event(_real_cuda.Event, metaclass=StandIn, genuine=_real_cuda.Event):
             self._torchport_real.wait(real_stream) if real_stream is not None else self._torchport_real.wait()
 
     def elapsed_time(self, end_event: "Event") -> float:
-        """Milliseconds between this event and `end_event`, as CUDA reports them."""
+        """Milliseconds between this event and `end_event`, as CUDA reports them; CUDA's ValueErrors
+        (aten's CUDAEvent::elapsed_time) for events made without `enable_timing=True` or not
+        recorded, whatever the target's own events would allow."""
+        if not (self.enable_timing and getattr(end_event, "enable_timing", False)):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if not (self._recorded and getattr(end_event, "_recorded", False)):
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         if self._torchport_real is not None:
             return self._torchport_real.elapsed_time(end_event._torchport_real)
-        if self._time is None or end_event._time is None:
-            raise RuntimeError(
-                "elapsed_time() needs both events recorded: call record() on each before asking."
-            )
         return (end_event._time - self._time) * 1000.0
 
 
@@ -1006,10 +1008,9 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
 _UNSUPPORTED = {
     "CUDAGraph": "Use torch.compile(model, mode='reduce-overhead'), which uses the target's graph capture if any",
     "graph": "Use torch.compile(model, mode='reduce-overhead')",
-    "graphs": "Use torch.compile(model, mode='reduce-overhead')",
     "graph_pool_handle": "Use torch.compile(model, mode='reduce-overhead'), which pools its graphs' memory itself",
-    "jiterator": "Use a torch.compile'd Python function",
 }
+_JITERATOR_ALTERNATIVE = "Use a torch.compile'd Python function"
 #: NVML's readings of an NVIDIA GPU (torch.cuda asks pynvml for them): no such library for the target.
 _NVML_ALTERNATIVE = ("NVML reads NVIDIA GPUs only: read the target's own monitoring tool, or the device "
                      "metrics of `torchport serve` (/metrics)")
@@ -1021,14 +1022,32 @@ _NCCL_ALTERNATIVE = ("Use torch.distributed: 'nccl' process groups run on the ta
                      "torch.cuda.comm, which runs on the target")
 
 
-def _unsupported(name: str):
-    alternative = _UNSUPPORTED[name]
+def _unsupported(name: str, alternative: str | None = None):
+    """A stand-in for `torch.cuda.<name>` that stops with the call site and the alternative."""
+    alternative = _UNSUPPORTED[name] if alternative is None else alternative
 
     def function(*args, **kwargs):
         _rt().unsupported(f"torch.cuda.{name}", alternative)
 
-    function.__name__ = name
+    function.__name__ = name.rpartition(".")[2]
     return function
+
+
+def _build_graphs_and_jiterator(module: types.ModuleType) -> tuple[types.ModuleType, types.ModuleType]:
+    """`torch.cuda.graphs` and `torch.cuda.jiterator` as the application sees them: modules (code
+    imports names from them), whose CUDA-only entry points stop with the call site and the
+    alternative, and whose other names are torch.cuda's stand-ins."""
+    import torch.cuda.graphs as real_graphs
+    import torch.cuda.jiterator as real_jiterator
+
+    graphs = facade_module(real_graphs, {
+        "CUDAGraph": module.CUDAGraph, "graph": module.graph, "graph_pool_handle": module.graph_pool_handle,
+        "make_graphed_callables": module.make_graphed_callables,
+        "is_current_stream_capturing": module.is_current_stream_capturing})
+    jiterator = facade_module(real_jiterator, {
+        name: _unsupported(f"jiterator.{name}", _JITERATOR_ALTERNATIVE)
+        for name in ("_create_jit_fn", "_create_multi_output_jit_fn")})
+    return graphs, jiterator
 
 
 class _LegacyTensorType(StandIn):
@@ -1177,6 +1196,7 @@ def build_cuda_module() -> types.ModuleType:
     module.nvtx = _build_nvtx()
     module.comm = _build_comm()
     module.nccl = _build_nccl()
+    module.graphs, module.jiterator = _build_graphs_and_jiterator(module)
     module._initialized = True  # as is_initialized(): code gating device RNG state on the flag reads it
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
@@ -1191,5 +1211,5 @@ def build_cuda_module() -> types.ModuleType:
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
                                 if not name.startswith("__")
-                                and name not in ("amp", "nvtx", "profiler", "memory", "comm", "nccl")})
+                                and name not in ("amp", "nvtx", "profiler", "memory", "comm", "nccl", "graphs", "jiterator")})
     return module

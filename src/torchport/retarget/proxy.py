@@ -390,6 +390,8 @@ class Facades:
             "torch.cuda.memory": self.cuda.memory,
             "torch.cuda.comm": self.cuda.comm,
             "torch.cuda.nccl": self.cuda.nccl,
+            "torch.cuda.graphs": self.cuda.graphs,
+            "torch.cuda.jiterator": self.cuda.jiterator,
             "torch.amp": self.amp,
             "torch.distributed": self.distributed,
             "torch.distributed.device_mesh": self.device_mesh,
