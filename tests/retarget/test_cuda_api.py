@@ -436,3 +436,31 @@ def test_device_properties_show_as_cudas_and_say_why_hardware_fields_are_absent(
     result = program(source, "--device", "neuron-emulated")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"repr": "_CudaDeviceProperties,True", "warp_size": "True"}
+
+
+MMAP_LOAD = """
+import os, tempfile, torch
+path = os.path.join(tempfile.mkdtemp(), "last.pt")
+torch.save({"w": torch.full((256,), 1.0, device="cuda")}, path)
+# gpt-fast / litgpt loading: the weights are mapped from the file, then sent to the GPU
+loaded = {
+    "string": torch.load(path, mmap=True, weights_only=True, map_location="cuda")["w"],
+    "ordinal": torch.load(path, mmap=True, weights_only=True, map_location=0)["w"],
+    "storage_cuda": torch.load(path, mmap=True, weights_only=True,
+                               map_location=lambda storage, loc: storage.cuda(0))["w"],
+}
+host = torch.load(path, mmap=True, weights_only=True, map_location="cpu")["w"]
+# the next checkpoint overwrites the file (a shorter one: a bus error if the pages were still mapped)
+torch.save({"w": torch.full((64,), 2.0, device="cuda")}, path)
+for name, tensor in loaded.items():
+    print(name + "=" + str(tensor.sum().item()) + "," + str(tensor.is_cuda))
+print("host_stays_mapped=" + str(not host.untyped_storage().resizable()))
+"""
+
+
+def test_weights_mapped_from_a_file_and_sent_to_cuda_no_longer_read_the_file(program):
+    # a GPU copies them into its memory, so the program may overwrite the checkpoint it resumed from
+    result = program(MMAP_LOAD, "--device", "cpu")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"string": "256.0,True", "ordinal": "256.0,True", "storage_cuda": "256.0,True",
+                               "host_stays_mapped": "True"}

@@ -158,7 +158,10 @@ def _load(f, map_location=None, pickle_module=None, *args, **kwargs):
     loads on the target, as it loads on the GPU on a GPU machine (torch alone would stop: "Attempting
     to deserialize object on a CUDA device"); a `map_location` given positionally maps as a keyword.
     The torch.device objects it holds that name CUDA are the target's (device_values.py)."""
-    if map_location is None and not state.current().backend.loads_to_device:
+    asked = map_location
+    if kwargs.get("mmap") and state.current().type == "cpu":
+        map_location = runtime.mapped_into_memory(asked)
+    elif map_location is None and not state.current().backend.loads_to_device:
         map_location = host_loading.HostStorages()
     elif map_location is None:
         restored_any = []

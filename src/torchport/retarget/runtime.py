@@ -385,7 +385,10 @@ def cuda(site: int, obj, *args, **kwargs):
         _hit(site)
         device = _cuda_arguments(*args, **kwargs)[0]
         target = _rt.device(None) if device is None else map_device(device)
-        return obj.cpu() if torch.device(target).type == "cpu" else obj.to(device=target)
+        if torch.device(target).type != "cpu":
+            return obj.to(device=target)
+        moved = obj.cpu()  # a storage sent to a GPU is a copy in its memory (a mapped file's pages too)
+        return moved.clone() if moved is obj or moved.data_ptr() == obj.data_ptr() else moved
     return obj.cuda(*args, **kwargs)
 
 
@@ -724,6 +727,48 @@ def restore_location(storage, location, site: int | None = None):
     if isinstance(location, str) and location.startswith("cuda"):
         location = map_device(location, site)
     return torch.serialization.default_restore_location(storage, str(location))
+
+
+def mapped_into_memory(asked):
+    """The `map_location` for `torch.load(..., mmap=True)` in application code on the CPU target, where
+    the application asked for `asked`. A storage the load puts on the application's CUDA device
+    (`map_location="cuda"`, a CUDA-saved storage without one, a dict or a function naming CUDA) is
+    read into memory, as a GPU copies it into its own: the model then no longer reads the file,
+    which the program may overwrite with its next checkpoint (the mapped pages would change under
+    it, or end in a bus error where the new file is shorter). A storage the application keeps on
+    the host stays mapped, as on a GPU machine."""
+    table = asked if isinstance(asked, dict) else None
+    function = asked if callable(asked) and table is None else None
+    copied = []
+
+    def into_memory(restored):
+        if not copied:
+            copied.append(True)
+            _rt.decide("torch.load(mmap=True) to CUDA", "storages for the CUDA device are read into memory, as a GPU "
+                                                       "copies them into its own: the file stays free to overwrite",
+                      kind="adapted")
+        return restored.clone()
+
+    def restore(storage, location: str):
+        if function is not None:
+            result = function(storage, location)
+            if result is None:
+                destination = location
+            elif result.__class__ in (str, int, _device_type):
+                destination = result
+            else:  # a storage: `storage.cuda(rank)` is a copy already (see `cuda`), `storage` stays on the host
+                return result
+        elif table is not None:
+            destination = table.get(location, location)
+        else:
+            destination = location if asked is None else asked
+        to_device = _crossing(destination) is _TO_DEVICE
+        if destination.__class__ is not str:
+            destination = str(map_device(destination)) if to_device else str(destination)
+        restored = restore_location(storage, destination)
+        return into_memory(restored) if to_device and restored.data_ptr() == storage.data_ptr() else restored
+
+    return restore
 
 
 def device_ids(site: int, value):
