@@ -301,6 +301,10 @@ IDIOMS = [
      "result = (stats['num_alloc_retries'], stats['num_ooms'], stats['allocated_bytes.all.peak'] >= 0,\n"
      "          stats['active_bytes.all.allocated'] >= 0, 'segment.large_pool.current' in stats)",
      "result = (0, 0, True, True, True)"),
+    ("memory_stats_nested",
+     "import torch\nnested = torch.cuda.memory_stats_as_nested_dict()\n"
+     "result = (nested['allocated_bytes']['all']['peak'] >= 0, nested['num_ooms'])",
+     "result = (True, 0)"),
     ("is_initialized", "import torch\nresult = isinstance(torch.cuda.is_initialized(), bool)", "result = True"),
     ("synchronize_positional_device", "import torch\nresult = torch.cuda.synchronize('cuda:0')", "result = None"),
     ("synchronize_keyword_device", "import torch\nresult = torch.cuda.synchronize(device='cuda:0')",

@@ -366,6 +366,18 @@ def memory_stats(device=None) -> dict:
     return stats
 
 
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """`memory_stats()` nested as CUDA's allocator reports it (`["allocated_bytes"]["all"]["peak"]`)."""
+    nested: dict = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return nested
+
+
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     stats = memory_stats(device)
     return "\n".join(f"{key}: {value}" for key, value in stats.items())
@@ -1164,8 +1176,8 @@ def build_cuda_module() -> types.ModuleType:
     names = [
         "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
         "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
-        "get_arch_list", "get_gencode_flags", "is_initialized", "init", "reset_peak_memory_stats", "empty_cache", "memory_stats",
-        "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
+        "get_arch_list", "get_gencode_flags", "is_initialized", "init", "reset_peak_memory_stats", "empty_cache",
+        "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
         "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
         "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call", "set_sync_debug_mode",

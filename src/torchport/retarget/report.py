@@ -178,6 +178,9 @@ class Recorder:
         ]
         for entry in data["unsupported"][:5]:
             lines.append(f"  unsupported: {entry['api']} at {entry['site']}: {entry.get('message', '')}")
+        if len(data["unsupported"]) > 5:
+            lines.append(f"  unsupported: {len(data['unsupported']) - 5} more site(s), every one in the JSON report "
+                         "(--report FILE)")
         for entry in data["decisions"]:
             label = f"precision ({self.precision})" if entry["kind"] == "precision" else entry["kind"]
             lines.append(f"  {label}: {entry['topic']}: {entry['decision']}")
