@@ -301,6 +301,11 @@ IDIOMS = [
      "result = (stats['num_alloc_retries'], stats['num_ooms'], stats['allocated_bytes.all.peak'] >= 0,\n"
      "          stats['active_bytes.all.allocated'] >= 0, 'segment.large_pool.current' in stats)",
      "result = (0, 0, True, True, True)"),
+    # `torch.get_default_device().type == "cuda"` branches after a CUDA default device, as on a GPU
+    ("default_device_reads_cuda",
+     "import torch\ntorch.set_default_device('cuda')\nd = torch.get_default_device()\n"
+     "result = (d.type, d.index, torch.ones(1).is_cuda)\ntorch.set_default_device(None)",
+     "result = ('cuda', 0, True)"),
     ("memory_stats_nested",
      "import torch\nnested = torch.cuda.memory_stats_as_nested_dict()\n"
      "result = (nested['allocated_bytes']['all']['peak'] >= 0, nested['num_ooms'])",

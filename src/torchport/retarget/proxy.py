@@ -125,8 +125,26 @@ class GeneratorFacade(metaclass=_MappedClassMeta):
         return _construct_generator(*args, **kwargs)
 
 
+#: [True] while the default device is the CPU target because the application named CUDA (a CUDA
+#: default device, or a torch.cuda tensor type): `torch.get_default_device()` then reads as CUDA's.
+_default_device_named_cuda: list = []
+
+
 def _set_default_device(device):
+    named = state.current().type == "cpu" and device is not None and runtime.names_cuda_device(device)
+    _default_device_named_cuda[:] = [True] if named else []
     return torch.set_default_device(runtime.map_device(device))
+
+
+def _get_default_device():
+    """`torch.get_default_device()` in application code: after `set_default_device("cuda")` on the CPU
+    target, the application's CUDA device (`cuda:N` of the current ordinal, as on a GPU), not the
+    host's, which torch cannot tell from it."""
+    device = torch.get_default_device()
+    retarget = state.current()
+    if _default_device_named_cuda and device.type == retarget.type:
+        return retarget.device(retarget.current_ordinal or 0)
+    return device
 
 
 def _set_default_tensor_type(tensor_type):
@@ -142,9 +160,11 @@ def _set_default_tensor_type(tensor_type):
         cpu_name = "torch." + name[len("torch.cuda."):]
         torch.set_default_device(retarget.device())
         _default_device_from_tensor_type[:] = [True]
+        _default_device_named_cuda[:] = [True] if retarget.type == "cpu" else []
         return torch.set_default_tensor_type(cpu_name)
     if _default_device_from_tensor_type:  # back to a host type: the device a CUDA type set goes too
         _default_device_from_tensor_type.clear()
+        _default_device_named_cuda.clear()
         torch.set_default_device(None)
     return torch.set_default_tensor_type(tensor_type)
 
@@ -374,6 +394,7 @@ class Facades:
                 "get_autocast_dtype": amp.get_autocast_dtype,
                 "get_autocast_gpu_dtype": amp.get_autocast_gpu_dtype,
                 "set_default_device": _set_default_device,
+                "get_default_device": _get_default_device,
                 "set_default_tensor_type": _set_default_tensor_type,
                 "get_device_module": _get_device_module,
                 "load": _load,

@@ -455,6 +455,12 @@ def _crossing(value) -> str | None:
     return _TO_DEVICE if value_type is int else None
 
 
+def names_cuda_device(value) -> bool:
+    """Whether `value`, a device as the application wrote it on the CPU target, names its CUDA device
+    (a 'cuda' string, an ordinal, a device made from a CUDA name)."""
+    return _crossing(value) is _TO_DEVICE
+
+
 def _shares_memory(data, made) -> bool:
     """Whether the tensor `made` from `data` (a tensor, an array) uses `data`'s memory."""
     if isinstance(data, _Tensor):
