@@ -219,8 +219,18 @@ def test_a_stalled_body_gets_a_json_408_and_a_departed_client_is_counted_without
                 if not more:
                     break
                 reply += more
+            # the rest of the announced body must not be read as the next request on this connection:
+            # the server closes it (a keep-alive client's next request then goes on a new one)
+            stalled.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            after = b""
+            try:
+                while more := stalled.recv(65536):
+                    after += more
+            except (ConnectionResetError, socket.timeout):
+                pass
         status, body = reply.decode().split("\r\n", 1)[0], reply.decode().split("\r\n\r\n", 1)[1]
         assert status.startswith("HTTP/1.1 408") and json.loads(body)["error"] == "body_timeout"
+        assert b"connection: close" in reply.lower() and after == b"", after
         with socket.create_connection((address.hostname, address.port), timeout=10) as departed:
             departed.sendall(head)
         time.sleep(1.0)  # the server notices the client left while it read the body

@@ -182,6 +182,8 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             if not counted_by_deployment:
                 deployment.metrics.rejected(error.kind)
             headers = {"retry-after": "1"} if error.status in (429, 503) else None
+            if error.status in (408, 413):  # the body was not read to its end: the rest must not become a request
+                headers = {"connection": "close"}
             return _error(error.status, error.kind, str(error), headers)
         # the body was rendered to JSON by the deployment, which refused (and counted) one that cannot be
         return Response(result.content, media_type="application/json", headers={
