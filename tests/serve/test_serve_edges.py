@@ -628,6 +628,13 @@ class CumulativeOverBatch(torch.nn.Module):
         return inputs.cumsum(0)
 
 
+class OtherPathForLargerBatches(torch.nn.Module):
+    """Rows on their own up to a batch of 2; from 3 rows on, centred over the batch."""
+
+    def forward(self, inputs):
+        return inputs - inputs.mean(0) if inputs.shape[0] >= 3 else inputs * 1.0
+
+
 class BatchMaximumBeside(torch.nn.Module):
     """Per-row logits and, beside them, a Python number computed over the whole batch."""
 
@@ -641,8 +648,47 @@ class BatchMaximumBeside(torch.nn.Module):
     (lambda: {"model": CumulativeOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
     (lambda: {"model": BatchMaximumBeside(), "example": torch.randn(3, 4)}, {}, r"\['max_logit'\] changed"),
     (lambda: {"model": make_linear(), "example": torch.randn(1, FEATURES)}, {}, "2 or more rows"),
+    # an example whose rows are all the same cannot show rows computed over the batch
+    (lambda: {"model": CentredOverBatch(), "example": torch.zeros(2, 4)}, {}, "rows differ"),
+    # the example has 2 rows; batches of up to 4 take the other path
+    (lambda: {"model": OtherPathForLargerBatches(), "example": torch.randn(2, 4)}, {}, "tensor changed"),
     (lambda: {"model": make_linear(), "example": EXAMPLE}, {"max_concurrency": 2}, "could never fill"),
 ])
 def test_micro_batching_is_refused_where_it_would_mix_clients_or_never_fill(factory, options, fragment):
     with pytest.raises(UsageError, match=fragment):
         Deployment(factory, primary=PRIMARY, fallback="cpu", batch_max_size=4, **options)
+
+
+EXIT_WITH_CALLS_RUNNING = """
+import time, torch
+from torchport.serve import Deployment
+
+class SlowThenBusy(torch.nn.Module):
+    def forward(self, x):
+        if SLOW and x.device.type != "cpu":  # the primary's calls, once served
+            time.sleep(0.1)
+            for _ in range(3000):  # still inside torch when the program ends
+                x = x * 1.0 + 0.0
+        return x * 2
+
+SLOW = []
+deployment = Deployment(lambda: {"model": SlowThenBusy(), "example": torch.randn(2, 4)}, primary=PRIMARY,
+                        fallback="cpu", timeout_s=0.02, failure_threshold=10**6)
+SLOW.append(True)
+answers = [deployment.predict({"inputs": [[1.0, 2.0, 3.0, float(i)]]}) for i in range(6)]
+print("answered=" + ",".join(sorted({answer.failover or "none" for answer in answers})))
+deployment.close()
+"""
+
+
+def test_a_program_ending_while_abandoned_calls_are_inside_torch_exits_cleanly(tmp_path):
+    # the calls past their timeout still run on the workers; the interpreter's exit waits for them
+    # before torch's bindings are torn down (the process died of SIGSEGV/SIGABRT after right answers)
+    import subprocess
+
+    script = tmp_path / "ends.py"
+    script.write_text(EXIT_WITH_CALLS_RUNNING.replace("PRIMARY", repr(PRIMARY)))
+    for _ in range(3):
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+        assert "answered=timeout" in result.stdout

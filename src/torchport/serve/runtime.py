@@ -200,14 +200,26 @@ def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> froz
 ROWS_CHECKED = 8
 
 
-def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str]) -> list[str]:
+def rows_alike(example: Any) -> bool:
+    """Whether every input tensor of `example` has the same value in all its rows (`torch.zeros(2, 4)`,
+    a placeholder): running its rows alone cannot show a model that mixes them."""
+    import torch
+
+    from torchport.compare.tree import flatten_tensors
+
+    tensors = [example] if isinstance(example, torch.Tensor) else [tensor for _, tensor in flatten_tensors(example)]
+    return all(tensor.dim() >= 1 and bool((tensor == tensor[:1]).all()) for tensor in tensors)
+
+
+def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str], batch_max_size: int = 0) -> list[str]:
     """The outputs that change with the other rows of the batch: `run` (the fallback) on each of the
-    example's rows alone (the first ROWS_CHECKED) against the whole example. An output that does not
-    follow the batch must be the same (a batch mean, a row count would not be), and so must a value
-    beside the tensors (a `float(y.max())` would not); one that follows it must give each row the
-    same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it, cross-row
-    attention, would not). Micro-batching would give such an output, computed over other clients'
-    rows, to every request."""
+    example's rows alone (the first ROWS_CHECKED) against the whole example, and against the example
+    repeated up to `batch_max_size` rows (a model may take another path for a larger batch). An output
+    that does not follow the batch must be the same (a batch mean, a row count would not be), and so
+    must a value beside the tensors (a `float(y.max())` would not); one that follows it must give each
+    row the same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it,
+    cross-row attention, would not). Micro-batching would give such an output, computed over other
+    clients' rows, to every request."""
     import torch
 
     from torchport.compare.tree import _leaves_with_paths, flatten_tensors, map_tensors
@@ -215,28 +227,39 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str])
     def values(outputs):
         return [(path, leaf) for path, leaf in _leaves_with_paths(outputs) if not isinstance(leaf, torch.Tensor)]
 
-    answer = run(example)
-    whole, whole_values = dict(flatten_tensors(answer)), values(answer)
+    batch = _batch(example) or 0
+    rows = min(batch, ROWS_CHECKED)
+    alone = [run(map_tensors(lambda tensor, row=row: tensor[row:row + 1], example)) for row in range(rows)]
+    batches = [(example, batch)]
+    if batch_max_size > batch > 0:
+        repeats = -(-batch_max_size // batch)
+        batches.append((map_tensors(lambda tensor: torch.cat([tensor] * repeats)[:batch_max_size], example),
+                        batch_max_size))
     mixed: list[str] = []
-    for row in range(min(_batch(example) or 0, ROWS_CHECKED)):
-        answer = run(map_tensors(lambda tensor: tensor[row:row + 1], example))
-        alone = dict(flatten_tensors(answer))
-        for path, tensor in whole.items():
-            single = alone.get(path)
-            if path in batched:  # a batch of one gives one row; kernels for other batch sizes may round it otherwise
-                tensor, rtol, atol = tensor[row:row + 1], 1e-3, 1e-4
-            else:
-                rtol, atol = 1e-5, 1e-6
-            same = single is not None and single.shape == tensor.shape and (
-                torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
-                if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
-            if not same and (path or "tensor") not in mixed:
-                mixed.append(path or "tensor")
-        if values(answer) != whole_values:
-            changed = [path for (path, leaf), (_, other) in zip(values(answer), whole_values) if leaf != other]
-            for path in changed or ["values beside the tensors"]:
-                if path not in mixed:
-                    mixed.append(path)
+    for inputs, size in batches:
+        answer = run(inputs)
+        whole, whole_values = dict(flatten_tensors(answer)), values(answer)
+        for row in range(size):
+            if row % batch >= rows:
+                continue
+            single_answer = alone[row % batch]
+            single_tensors = dict(flatten_tensors(single_answer))
+            for path, tensor in whole.items():
+                single = single_tensors.get(path)
+                if path in batched:  # a batch of one gives one row; kernels for other batch sizes may round it otherwise
+                    tensor, rtol, atol = tensor[row:row + 1], 1e-3, 1e-4
+                else:
+                    rtol, atol = 1e-5, 1e-6
+                same = single is not None and single.shape == tensor.shape and (
+                    torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
+                    if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
+                if not same and (path or "tensor") not in mixed:
+                    mixed.append(path or "tensor")
+            if values(single_answer) != whole_values:
+                changed = [path for (path, leaf), (_, other) in zip(values(single_answer), whole_values) if leaf != other]
+                for path in changed or ["values beside the tensors"]:
+                    if path not in mixed:
+                        mixed.append(path)
     return mixed
 
 
@@ -587,17 +610,21 @@ class Deployment:
             self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s, self.contract.batched)
 
     def _check_batching(self, batch_max_size: int, max_concurrency: int) -> None:
-        """Micro-batching is safe for this model: the example has 2 or more rows, some outputs follow the
-        batch, and none of the others depends on the other rows; and batches can fill."""
+        """Micro-batching is safe for this model: the example has 2 or more different rows, some outputs
+        follow the batch, and none of them depends on the other rows, up to `batch_max_size` rows; and
+        batches can fill."""
         example = self.spec.example
         why = None
         if (_batch(example) or 0) < 2:
             why = "an 'example' with 2 or more rows along dimension 0 (the factory's has fewer)"
         elif not self.contract.batched:
             why = "an 'example' whose outputs follow its batch (none of the fallback's outputs grew with it)"
+        elif rows_alike(example):
+            why = ("an 'example' whose rows differ (the factory's are all the same, as in torch.zeros(2, 4): run alone "
+                   "they cannot show whether the model mixes the rows of a batch; give real inputs)")
         else:
             replica = self.fallback if self.contract_source == FALLBACK else self.primary
-            mixed = rows_mixed(replica.run, example, self.contract.batched)
+            mixed = rows_mixed(replica.run, example, self.contract.batched, batch_max_size)
             if mixed:
                 why = (f"outputs that do not depend on the other rows of a batch: {', '.join(mixed)} changed when the "
                        "example's rows ran alone (joined, a request would get its answer computed over other "
