@@ -15,14 +15,48 @@ queued behind the hung ones.
 `call` waits in the caller's thread. `submit` does not wait: the worker calls `on_done(call)` when
 the call ends, so that an event loop can hold the deadline itself (one thread wake-up fewer than a
 thread waiting on the worker) and `abandon` the call when it passes.
+
+At interpreter exit, calls still running are given `EXIT_WAIT_S` to end (a thread inside torch
+while the interpreter finalizes can abort the process).
 """
 
 from __future__ import annotations
 
+import atexit
+import sys
 import threading
+import time
+import weakref
 from typing import Any, Callable
 
 __all__ = ["Handoff", "Deadline", "Busy"]
+
+#: How long the interpreter's exit waits for calls still running (abandoned past their timeout): a
+#: thread still inside torch while the interpreter finalizes can abort the process (SIGABRT
+#: "terminate called without an active exception", or SIGSEGV), after every answer was right.
+EXIT_WAIT_S = 10.0
+_HANDOFFS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _wait_at_exit() -> None:
+    """At interpreter exit, before any `atexit` handler (torch's pybind11 bindings are torn down by
+    one, and a call still using them then crashes): stop the idle workers and give running calls up
+    to EXIT_WAIT_S to end. A call made after this is refused (`Busy`), so a request still coming in
+    is answered by the fallback."""
+    handoffs = list(_HANDOFFS)
+    for handoff in handoffs:
+        handoff.close()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while any(handoff.running for handoff in handoffs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = sum(handoff.running for handoff in handoffs)
+    if left:
+        print(f"torchport.serve: {left} model call(s) past their timeout still running after {EXIT_WAIT_S:g} s at "
+              "exit; the process may end abnormally while they are inside torch", file=sys.stderr)
+
+
+# threading's own exit hook runs before every atexit handler (concurrent.futures stops its pools there)
+getattr(threading, "_register_atexit", atexit.register)(_wait_at_exit)
 
 
 class Deadline(Exception):
@@ -71,6 +105,13 @@ class Handoff:
         self._closed = False
         #: Calls past their deadline that are still running.
         self.abandoned = 0
+        _HANDOFFS.add(self)
+
+    @property
+    def running(self) -> int:
+        """Threads running a call now (abandoned ones included)."""
+        with self._lock:
+            return self._workers - len(self._idle)
 
     @property
     def workers(self) -> int:
