@@ -305,6 +305,36 @@ def test_whole_numbers_the_dtype_would_change_are_refused(payload):
         default_preprocess(payload)
 
 
+class HashedIds(torch.nn.Module):
+    """An embedding over hashed feature ids (ids modulo the table size), as recommendation models take them."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(1000, 4)
+
+    def forward(self, ids):
+        return self.table(ids % 1000).sum(1)
+
+
+def hashed_ids():
+    torch.manual_seed(0)
+    return {"model": HashedIds(), "example": torch.tensor([[1, 2, 3], [4, 5, 6]])}
+
+
+def test_integer_inputs_the_primary_would_narrow_out_of_range_are_answered_by_the_fallback():
+    # the Neuron profile computes int64 as int32: 3000000001 would wrap to a different row of the table
+    reference = hashed_ids()["model"].eval()
+    with Deployment(hashed_ids, primary=PRIMARY, fallback="cpu", timeout_s=5) as deployment:
+        wide = [[3000000001, 2, 3]]
+        answer = deployment.predict({"inputs": wide, "dtype": "int64"})
+        assert (answer.role, answer.routed, answer.failover) == ("fallback", "out_of_range", None)
+        assert answer.body["outputs"] == reference(torch.tensor(wide)).tolist()
+        narrow = deployment.predict({"inputs": [[7, 8, 9]], "dtype": "int64"})
+        assert (narrow.role, narrow.routed) == ("primary", None)
+        assert deployment.breaker.state == "closed"
+        assert 'torchport_serve_routed_to_fallback_total{reason="out_of_range"} 1.0' in deployment.metrics.exposition()[0].decode()
+
+
 class Softmax(torch.nn.Module):
     def forward(self, inputs):
         return torch.softmax(inputs.float(), dim=-1)

@@ -24,7 +24,7 @@ METRIC_NAMES = {
     "torchport_serve_queue_wait_seconds": ("histogram", "time a request waited for a place under the concurrency limit"),
     "torchport_serve_failovers_total": ("counter", "cause (error | timeout | nonfinite | oom | bad_output)"),
     "torchport_serve_load_failures_total": ("counter", "role, device (the model could not be moved there at start)"),
-    "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open)"),
+    "torchport_serve_routed_to_fallback_total": ("counter", "reason (canary | breaker_open | out_of_range)"),
     "torchport_serve_fallback_failures_total": ("counter", "requests routed to the fallback that it failed and the primary answered"),
     "torchport_serve_breaker_state": ("gauge", "0 closed, 1 open, 2 half-open"),
     "torchport_serve_breaker_transitions_total": ("counter", "to (closed | open | half_open)"),

@@ -21,7 +21,8 @@ from torchport.errors import UsageError
 from torchport.serve.errors import InvalidInput
 
 __all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess", "json_bytes",
-           "default_postprocess", "to_device", "nonfinite_count", "all_finite", "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
+           "default_postprocess", "to_device", "nonfinite_count", "all_finite", "narrowed_integers", "out_of_range",
+           "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
 
 #: Keys a factory's dict may have.
 FACTORY_KEYS = ("model", "preprocess", "postprocess", "example", "name", "eval")
@@ -250,6 +251,40 @@ def nonfinite_count(value: Any) -> int:
         if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
             count += int(tensor.numel() - torch.isfinite(tensor).sum())
     return count
+
+
+def narrowed_integers(downcasts: dict[str, str]) -> dict:
+    """{torch.int64: torch.int32}: the integer dtypes a device's profile computes in a narrower one
+    (from `Profile.downcasts()`); empty when it narrows none."""
+    import torch
+
+    pairs = {}
+    for wide, narrow in downcasts.items():
+        wide_dtype, narrow_dtype = getattr(torch, wide, None), getattr(torch, narrow, None)
+        if (isinstance(wide_dtype, torch.dtype) and isinstance(narrow_dtype, torch.dtype)
+                and not wide_dtype.is_floating_point and not wide_dtype.is_complex and wide_dtype != torch.bool):
+            pairs[wide_dtype] = narrow_dtype
+    return pairs
+
+
+def out_of_range(value: Any, narrowed: dict) -> str | None:
+    """What in `value` a device narrowing integers as `narrowed` ({torch.int64: torch.int32}) would
+    change: the first tensor whose values do not fit the narrower type, described; None when all fit."""
+    import torch
+
+    if not narrowed:
+        return None
+    for leaf in _leaves(value):
+        if not isinstance(leaf, torch.Tensor) or leaf.dtype not in narrowed or leaf.numel() == 0:
+            continue
+        narrow = narrowed[leaf.dtype]
+        low, high = torch.aminmax(_strided(leaf))
+        limits = torch.iinfo(narrow)
+        if low.item() < limits.min or high.item() > limits.max:
+            wide_name, narrow_name = str(leaf.dtype).removeprefix("torch."), str(narrow).removeprefix("torch.")
+            return (f"{wide_name} input values from {low.item()} to {high.item()} do not fit the "
+                    f"{narrow_name} the primary computes {wide_name} in ({limits.min} to {limits.max})")
+    return None
 
 
 def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:

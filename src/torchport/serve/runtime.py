@@ -43,7 +43,8 @@ from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, 
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
-from torchport.serve.model import all_finite, json_bytes, load_factory, load_weights, nonfinite_count, to_device
+from torchport.serve.model import (all_finite, json_bytes, load_factory, load_weights, narrowed_integers, nonfinite_count,
+                                   out_of_range, to_device)
 from torchport.serve.shadow import ShadowMonitor, ShadowResult
 
 __all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
@@ -68,7 +69,8 @@ class Answer:
     device: str
     #: The cause when this very request failed on the primary and was answered by the fallback.
     failover: str | None = None
-    #: Why the request went straight to the fallback: 'canary' or 'breaker_open' (None: it did not).
+    #: Why the request went straight to the fallback: 'canary', 'breaker_open' or 'out_of_range' (the
+    #: primary's profile narrows an integer dtype its values do not fit); None: it did not.
     routed: str | None = None
     #: The canary share sent it to the fallback, which failed it, and the primary answered it.
     fallback_failed: bool = False
@@ -574,6 +576,9 @@ class Deployment:
         self.primary_load_error = self._load_primary()
         self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds,
                                             downcasts=self.primary.profile_downcasts())
+        #: {torch.int64: torch.int32}: integer inputs the primary computes in a narrower type; a request
+        #: whose values do not fit goes to the fallback (the primary would answer it wrapped, silently)
+        self._narrowed = narrowed_integers(self.primary.profile_downcasts())
         self.max_concurrency = max_concurrency
         # Room for every live call plus as many abandoned at their timeout, so that a few hung calls do
         # not make healthy ones wait; with every worker busy a call fails over at once.
@@ -1018,6 +1023,8 @@ class Deployment:
                 return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
             except (ModelRejectedInput, NoDeviceAnswered) as rejected:
                 return self._primary_after_fallback_rejected(inputs, rejected, window)
+        if self._narrowed and out_of_range(inputs, self._narrowed):
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
@@ -1032,6 +1039,9 @@ class Deployment:
         at fault, a broken device or runtime, and counted so); when it fails too, in any way, the
         fallback's answer stands: the input is at fault (422), or no device could answer (503), and
         the breaker is not charged, as for a request the primary failed first."""
+        beyond = self._narrowed and out_of_range(inputs, self._narrowed)
+        if beyond:
+            raise type(rejected)(f"{rejected} The primary {self.primary.name!r} cannot be asked instead: {beyond}.") from None
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:

@@ -33,7 +33,8 @@ __all__ = ["Slot", "create_app", "make_server", "bind", "running_server", "requi
            "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER", "LOADING"]
 
 #: Response headers of /v1/predict: the device that answered, its role, the cause when this request failed
-#: on the primary ("none" otherwise), and why it went straight to the fallback ("canary", "breaker_open", "none").
+#: on the primary ("none" otherwise), and why it went straight to the fallback ("canary", "breaker_open",
+#: "out_of_range", "none").
 DEVICE_HEADER, ROLE_HEADER = "x-torchport-device", "x-torchport-role"
 FAILOVER_HEADER, ROUTED_HEADER = "x-torchport-failover", "x-torchport-routed"
 
