@@ -355,6 +355,24 @@ def test_a_model_returned_in_training_mode_is_served_in_eval_mode_unless_the_fac
         Deployment(lambda: {"model": dropout_model(), "eval": "no"}, primary=PRIMARY, fallback="cpu")
 
 
+def test_only_modules_that_compute_differently_in_eval_mode_are_named_as_served_in_eval_mode():
+    # every freshly built module is in training mode; eval() changes nothing for these
+    with Deployment(lambda: torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Dropout(0.0),
+                                                torch.nn.LayerNorm(8)), primary=PRIMARY, fallback="cpu") as deployment:
+        assert deployment.spec.training == ()
+
+    class Branchy(torch.nn.Module):  # a custom module whose forward takes another path in training
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, inputs):
+            return self.linear(inputs) * (0.5 if self.training else 1.0)
+
+    with Deployment(Branchy, primary=PRIMARY, fallback="cpu") as deployment:
+        assert deployment.spec.training == ("the model (Branchy)",)
+
+
 class CountingModel(torch.nn.Module):
     """make_linear's model, counting its calls on the primary (non-CPU) device."""
 

@@ -51,8 +51,9 @@ class ModelSpec:
     postprocess: Callable[[Any], Any]
     name: str
     example: Any = None
-    #: The model's submodules that were in training mode when the factory returned it (dropout,
-    #: batch norm's batch statistics): served in eval mode unless the factory said `"eval": False`.
+    #: The model's submodules that were in training mode when the factory returned it and whose code
+    #: reads it (dropout, batch norm's batch statistics): served in eval mode unless the factory said
+    #: `"eval": False`.
     training: tuple[str, ...] = ()
     eval: bool = True
 
@@ -299,6 +300,35 @@ def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:
     return function, factory
 
 
+def _reads_mode(module) -> bool:
+    """Whether `module`'s own code reads `self.training` (dropout, batch norm, a custom branch), so
+    that eval() changes what it computes: a method of its class (not nn.Module's own) names
+    `training`. Dropout with p=0 and a recurrent layer without dropout compute the same in both."""
+    import torch
+
+    if isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p == 0:
+        return False
+    if isinstance(module, torch.nn.RNNBase) and not module.dropout:
+        return False
+    for cls in type(module).__mro__:
+        if cls is torch.nn.Module or cls is object:
+            break
+        for member in vars(cls).values():
+            code = getattr(getattr(member, "__func__", member), "__code__", None)
+            if code is not None and "training" in _names(code):
+                return True
+    return False
+
+
+def _names(code) -> set[str]:
+    """The names a function's code uses, its nested functions' included."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            names |= _names(constant)
+    return names
+
+
 def load_factory(factory: Any) -> ModelSpec:
     """Call the factory once and check what it returned; errors name the factory and the fix."""
     import torch
@@ -341,7 +371,7 @@ def load_factory(factory: Any) -> ModelSpec:
                          "model is served in eval mode) or False (served in the mode it was returned in).")
     keep_mode = spec.get("eval", True) is False
     training = tuple(f"{module_name or 'the model'} ({type(module).__name__})"
-                     for module_name, module in model.named_modules() if module.training)
+                     for module_name, module in model.named_modules() if module.training and _reads_mode(module))
     example = spec.get("example")
     if callable(example) and not isinstance(example, torch.nn.Module):
         # a compare case's inputs as a function of the batch size: two rows, so that the batch dimension
