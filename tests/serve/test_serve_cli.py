@@ -63,6 +63,8 @@ def test_serve_answers_then_drains_on_sigterm_and_exits_zero():
             process.kill()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr and "serving" in stderr
+    # the log tells a drained shutdown from a crash or a kill
+    assert "SIGTERM received: draining 0 request(s) in flight" in stderr and "drained in" in stderr, stderr
 
 
 @pytest.mark.slow
@@ -88,6 +90,21 @@ def serve(entry: str, port: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "torchport", "serve", os.path.join(HERE, "serve_models.py") + ":" + entry,
                              "--primary", "neuron-emulated", "--fallback", "cpu", "--port", str(port), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_a_primary_on_the_fallbacks_own_device_is_warned_of_at_start():
+    port = free_port()
+    process = serve("make_linear", port, "--primary", "cpu", "--shadow", "0.5")
+    try:
+        assert wait_ready(process, port)[0] == 200
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "primary and fallback are both 'cpu'" in stderr and "covers only failures that do not repeat" in stderr
+    assert "shadow off (not checked)" in stderr and process.returncode == 0, stderr
 
 
 def ask_in_thread(port: int, payload) -> tuple[threading.Thread, list]:
@@ -189,6 +206,7 @@ def test_a_second_signal_exits_at_once():
     ([ENTRY, "--timeout-s", "inf"], "--timeout-s inf is out of range"),
     ([ENTRY, "--max-queue", "-1"], "--max-queue -1 is out of range. Allowed: 0 or more."),
     ([ENTRY, "--batch-wait-ms", "5000"], "--batch-wait-ms 5000.0 is out of range"),
+    ([ENTRY, "--batch-max-size", "64"], "--batch-max-size 64 is more than --max-concurrency 32"),
 ])
 def test_cli_errors_are_one_line_without_traceback(args, fragment, capsys):
     assert main(["serve", *args]) == 2

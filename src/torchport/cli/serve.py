@@ -11,8 +11,8 @@ NAME = "serve"
 HELP = "serve a model over HTTP on a new device, failing over to the old one request by request"
 DESCRIPTION = (
     "Serve ENTRY (MODULE:FUNCTION or FILE.py:FUNCTION returning the model, or a dict with 'model' and optionally "
-    "'preprocess' and 'postprocess') on --primary, answering from --fallback any request the primary fails "
-    "(exception, timeout, NaN/inf, out of memory). Endpoints: POST /v1/predict, GET /healthz, GET /readyz, "
+    "'example', 'preprocess' and 'postprocess') on --primary, answering from --fallback any request the primary fails "
+    "(exception, timeout, NaN/inf, out of memory, outputs breaking the example's layout). Endpoints: POST /v1/predict, GET /healthz, GET /readyz, "
     "GET /metrics. SIGINT or SIGTERM drains: in-flight requests finish, new ones get 503."
 )
 
@@ -29,32 +29,36 @@ def _share(text: str, flag: str) -> float:
 
 def add_arguments(parser) -> None:
     """The options of `torchport serve`."""
-    parser.add_argument("entry", metavar="ENTRY", help="MODULE:FUNCTION returning the model (or a dict with 'model')")
+    parser.add_argument("entry", metavar="ENTRY",
+                        help="MODULE:FUNCTION or FILE.py:FUNCTION returning the model, (model, example_inputs), or a "
+                             "dict with 'model' and optionally 'example' (run once per device at start: warm-up, the "
+                             "output contract, needed by --batch-max-size), 'preprocess', 'postprocess', 'eval'")
     parser.add_argument("--primary", default="auto", help="device to serve on (default auto)")
     parser.add_argument("--fallback", default="cpu", help="device that answers when the primary fails (default cpu)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--shadow", default="0.0", help="share of requests also run on the other device and compared")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: a free one)")
+    parser.add_argument("--shadow", default="0.0", help="share of requests also run on the other device and compared (default 0: off)")
     parser.add_argument("--canary", default="1.0", help="share of live traffic sent to the primary (default 1.0)")
     parser.add_argument("--timeout-s", type=float, default=2.0, help="seconds the primary has per request (default 2)")
     parser.add_argument("--weights", metavar="PATH", help="state dict to load into the model (torch.load weights_only=True)")
-    parser.add_argument("--failure-threshold", type=int, default=5, help="primary failures in a row that open the breaker")
-    parser.add_argument("--reset-after-s", type=float, default=5.0, help="seconds the breaker stays open before probing")
-    parser.add_argument("--recovery-successes", type=int, default=3, help="good probes in a row that close the breaker")
+    parser.add_argument("--failure-threshold", type=int, default=5, help="primary failures in a row that open the breaker (default 5)")
+    parser.add_argument("--reset-after-s", type=float, default=5.0, help="seconds the breaker stays open before probing (default 5)")
+    parser.add_argument("--recovery-successes", type=int, default=3, help="good probes in a row that close the breaker (default 3)")
     parser.add_argument("--shadow-alarm-after", type=int, default=3,
-                        help="shadow mismatches among the last 100 comparisons that raise the drift alarm")
-    parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once")
-    parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429")
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above)")
+                        help="shadow mismatches among the last 100 comparisons that raise the drift alarm (default 3)")
+    parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once (default 32)")
+    parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429 (default 64)")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above; default 1048576)")
     parser.add_argument("--body-timeout-s", type=float, default=30.0,
-                        help="seconds a request body may take to arrive (408 after)")
+                        help="seconds a request body may take to arrive (408 after; default 30)")
     parser.add_argument("--batch-max-size", type=int, default=1,
-                        help="join up to this many concurrent rows into one model call (default 1: no batching)")
-    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests")
+                        help="join up to this many concurrent rows into one model call (default 1: no batching; needs an "
+                             "'example' with 2+ different rows, and at most --max-concurrency)")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests (default 2)")
     parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
-    parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown")
+    parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown (default 30)")
     parser.add_argument("--drain-linger-s", type=float, default=1.0,
-                        help="seconds new requests still get a 503 after the drain, before the port closes")
+                        help="seconds new requests still get a 503 after the drain, before the port closes (default 1)")
 
 
 def _check_numbers(args) -> None:
@@ -84,6 +88,10 @@ def _check_numbers(args) -> None:
     for flag, value, ok, allowed in checks:
         if not ok:
             raise UsageError(f"{flag} {value!r} is out of range. Allowed: {allowed}.")
+    if args.batch_max_size > args.max_concurrency:
+        raise UsageError(f"--batch-max-size {args.batch_max_size} is more than --max-concurrency {args.max_concurrency}: "
+                         "a batch joins only requests running at once, so it could never fill. Raise --max-concurrency "
+                         f"to at least {args.batch_max_size}, or lower --batch-max-size.")
 
 
 def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
@@ -119,12 +127,18 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
         print("torchport: warning: the model is served in training mode ('eval': False), so two runs of one input "
               "differ (dropout): shadow comparisons will count mismatches and raise the drift alarm whatever the "
               "primary does. Turn --shadow off for it, or judge parity with the model in eval mode.", file=sys.stderr)
+    if deployment.primary.name == deployment.fallback.name:
+        resolved = f" (--primary {args.primary} resolved to it)" if args.primary != deployment.primary.name else ""
+        print(f"torchport: warning: primary and fallback are both {deployment.primary.name!r}{resolved}: a failover "
+              "asks the same device again, so it covers only failures that do not repeat. Name the new device "
+              "with --primary (torchport doctor lists those found).", file=sys.stderr)
     if deployment.shadow_note:
         print(f"torchport: warning: {deployment.shadow_note}", file=sys.stderr)
+    shadow = "off (not checked)" if deployment.shadow_note else deployment.shadow_share
     host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address, as a URL writes it
     print(f"torchport: serving {deployment.spec.name} on http://{host}:{port} "
           f"(primary {deployment.primary.name}, fallback {deployment.fallback.name}, timeout {args.timeout_s}s, "
-          f"canary {deployment.canary_share}, shadow {deployment.shadow_share})", file=sys.stderr, flush=True)
+          f"canary {deployment.canary_share}, shadow {shadow})", file=sys.stderr, flush=True)
     slot.fill(deployment)
 
 

@@ -635,8 +635,8 @@ class Deployment:
                        "example's rows ran alone (joined, a request would get its answer computed over other "
                        "clients' rows)")
         if why is not None:
-            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs {why}. Fix the example, or "
-                             "turn batching off (batch_max_size=1).")
+            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}, --batch-max-size) needs {why}. Fix the "
+                             "example, or turn batching off (batch_max_size=1, the default).")
         if batch_max_size > max_concurrency:
             raise UsageError(f"batch_max_size={batch_max_size} is more than max_concurrency={max_concurrency}: a batch "
                              "joins only requests running at once, so it could never fill. Raise max_concurrency "

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import socket
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -245,7 +247,6 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
         def handle_exit(self, sig, frame):
             if self.drain_started:  # the second signal: no more waiting
                 import os
-                import sys
 
                 running = slot.deployment.in_flight if slot.deployment is not None else 0
                 print(f"torchport: stopped by a second signal, {running} request(s) unanswered.", file=sys.stderr,
@@ -255,10 +256,20 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
                 self.should_exit = True
                 return
             self.drain_started = True
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            print(f"torchport: {name} received: draining {slot.deployment.in_flight} request(s) in flight (up to "
+                  f"{drain_timeout_s:g} s); new requests get 503.", file=sys.stderr, flush=True)
             threading.Thread(target=self.drain_then_exit, name="torchport-drain", daemon=True).start()
 
         def drain_then_exit(self):
-            if not slot.deployment.drain(drain_timeout_s) and slot.abandon_waiting is not None:
+            started = time.perf_counter()
+            if slot.deployment.drain(drain_timeout_s):
+                print(f"torchport: drained in {time.perf_counter() - started:.1f} s; exiting.", file=sys.stderr,
+                      flush=True)
+            elif slot.abandon_waiting is not None:
                 slot.abandon_waiting(f"The request did not finish within the drain timeout ({drain_timeout_s} s) "
                                      "and the server is shutting down. Retry on another replica.")
             time.sleep(linger_s)  # new requests still get the JSON 503 `draining`, not a reset
