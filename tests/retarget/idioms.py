@@ -715,6 +715,12 @@ IDIOMS = [
      "for i in range(0, 4, 2):\n    xb = X[i:i + 2].to(device, non_blocking=True)\n    xb.sub_(1.0)\n"
      "    yb = X[i:i + 2].cuda()\n    yb.mul_(3.0)\nresult = X.sum().item()",
      "result = 8.0"),
+    # `x.to(other)` takes the other tensor's device and dtype: a batch sent where the model's weights are
+    ("to_another_tensor_is_a_transfer_to_its_device",
+     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nweight = next(model.parameters())\nX = torch.ones(4, 2)\n"
+     "xb = X[0:2].to(weight)\nxb.sub_(1.0)\nyb = X[2:4].to(weight, non_blocking=True)\nyb.mul_(3.0)\n"
+     "result = (X.sum().item(), xb.is_cuda)",
+     "result = (8.0, True)"),
     # a module's weights are on the device once the model moved there: sent there again they are
     # themselves (reassigned as parameters, edited in place through the result)
     ("parameter_sent_to_the_device_again_is_itself",

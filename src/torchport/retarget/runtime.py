@@ -309,7 +309,12 @@ def to1(site: int, obj, first):
     elif first_type is int:
         _hit(site)
         mapped = _target_device(first)
-    else:  # a dtype, a tensor, another object's own argument
+    elif _rt.type == "cpu" and isinstance(first, _Tensor) and isinstance(obj, _Tensor):
+        # `x.to(logits)`: to the other tensor's device and dtype; the application's tensors are CUDA's
+        # (`logits.is_cuda`), so it is a transfer to the device, a copy as `x.to("cuda")` is
+        moved = obj.to(first)
+        return _transferred(obj, moved, to_device=True) if moved is obj else moved
+    else:  # a dtype, another object's own argument
         return obj.to(first)
     moved = obj.to(mapped)
     return _transferred(obj, moved, to_device=True) if moved is obj else moved
@@ -329,6 +334,9 @@ def to(site: int, obj, *args, **kwargs):
                 kwargs["device"] = map_device(kwargs["device"], site)
             return cls.to(obj, *args, **kwargs)
         obj, args = args[0], args[1:]
+    if _rt.type == "cpu" and args and isinstance(args[0], _Tensor) and isinstance(obj, _Tensor):
+        moved = obj.to(*args, **kwargs)  # `x.to(other, non_blocking=True)`: to a CUDA tensor (see `to1`)
+        return _transferred(obj, moved, to_device=True) if moved is obj else moved
     if _rt.type == "cpu" and (crossing := _crossing(args[0] if args else kwargs.get("device"))):
         mapped = (map_device(args[0], site), *args[1:]) if args else args
         if "device" in kwargs:
