@@ -230,7 +230,10 @@ with warnings.catch_warnings(record=True) as caught:
 print("available=" + str(torch.cuda.is_available()))
 print("count=" + str(torch.cuda.device_count()))
 device = "cuda" if torch.cuda.is_available() else "cpu"
-print("device=" + str(torch.zeros(1, device=device).device))
+x = torch.zeros(1, device=device)
+print("device=" + str(x.device))
+# the branches code takes on where its tensors are: the host's, as where CUDA is unavailable
+print("is_cuda=" + str((x.is_cuda, x.type(), isinstance(x, torch.cuda.FloatTensor), x.get_device())))
 print("autocast_dtype=" + str(y.dtype))
 print("scaler=" + str(scaler.is_enabled()))
 print("warnings=" + repr(sorted(str(w.message) for w in caught)))

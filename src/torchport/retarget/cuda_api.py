@@ -171,7 +171,7 @@ class device_of(device, _real_cuda.device_of):  # noqa: N801 - mirrors torch.cud
     def __init__(self, obj):
         retarget = _rt()
         tensor_device = getattr(obj, "device", None)
-        if tensor_device.__class__ is torch.device and tensor_device.type == retarget.type:
+        if tensor_device.__class__ is torch.device and retarget.holds(tensor_device):
             super().__init__(retarget.ordinal_of(tensor_device.index))
         else:
             super().__init__(-1)
@@ -1070,7 +1070,7 @@ class _LegacyTensorType(StandIn):
             return type.__instancecheck__(cls, instance)
         retarget = _rt()
         return (isinstance(instance, torch.Tensor) and instance.dtype == cls.dtype
-                and retarget is not None and instance.device.type == retarget.type)
+                and retarget is not None and retarget.holds(instance.device))
 
     def __subclasscheck__(cls, subclass) -> bool:
         return type.__subclasscheck__(cls, subclass)

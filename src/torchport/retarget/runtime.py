@@ -580,7 +580,7 @@ def tensor_type(site: int, obj, *args, **kwargs):
         return obj.type(*args, **kwargs)
     if not args and "dtype" not in kwargs:
         name = obj.type()
-        if obj.device.type != _rt.type or _rt.type == "cuda":
+        if not _rt.holds(obj.device) or _rt.type == "cuda":
             return name
         _hit(site)
         return ("torch.cuda.sparse." if obj.is_sparse else "torch.cuda.") + name.rsplit(".", 1)[-1]
@@ -601,13 +601,13 @@ def is_cuda(site: int, obj):
     their `device`, or their `data` tensor's."""
     if isinstance(obj, _Tensor):
         _hit(site)
-        return obj.device.type == _rt.type
+        return _rt.holds(obj.device)
     value = obj.is_cuda
     if value is False:
         device = getattr(obj, "device", None)
         if device is None and isinstance(getattr(obj, "data", None), _Tensor):
             device = obj.data.device
-        if device.__class__ is _device_type and device.type == _rt.type:
+        if device.__class__ is _device_type and _rt.holds(device):
             _hit(site)
             return True
     return value
@@ -682,7 +682,7 @@ def device_index(site: int, obj):
 def get_device(site: int, obj, *args, **kwargs):
     """`x.get_device()`: the CUDA ordinal of a tensor on the target, as on a GPU machine (on the CPU
     target torch answers -1, which `torch.zeros(n, device=x.get_device())` cannot take)."""
-    if isinstance(obj, _Tensor) and not args and not kwargs and obj.device.type == _rt.type:
+    if isinstance(obj, _Tensor) and not args and not kwargs and _rt.holds(obj.device):
         _hit(site)
         return _rt.ordinal_of(obj.device.index)
     return obj.get_device(*args, **kwargs)

@@ -99,6 +99,12 @@ class Retarget:
             self._visible = visible
         return self._visible
 
+    def holds(self, device) -> bool:
+        """Whether a tensor on `device` (a torch.device) is on the application's CUDA device: on the
+        target's device type, while CUDA_VISIBLE_DEVICES leaves the application a CUDA device (with
+        every device hidden it has none, and its tensors are the host's, as on a GPU machine)."""
+        return device.type == self.type and bool(self.visible())
+
     def device(self, index: int | None = None):
         """The torch.device standing for 'cuda' (index None) or 'cuda:index'."""
         try:
