@@ -526,8 +526,10 @@ _CARRIED_HEADER = _CUDA_STATE_BYTES + len(_CARRIED_MARK) + 8
 def _cuda_shaped(state):
     """The target generator's `state` as the application's CUDA generator state: 16 bytes, as CUDA's
     (`torch.cuda.set_rng_state` on a GPU machine takes nothing else, so a checkpoint holding it loads
-    there with the original code: the way back), holding the target's seed and an offset that
-    follows the draws (a multiple of 4, as CUDA's). The target's own state rides in the same
+    there with the original code: the way back), holding the target's seed and, as the offset, a
+    multiple of 4 digested from the target's state (it changes with every draw, so two states compare
+    as CUDA's do; the target's generator keeps no count of draws to give CUDA's Philox offset). The
+    target's own state rides in the same
     storage, marked, behind the 16 bytes the tensor shows: `torch.save` keeps a tensor's whole
     storage, so `set_rng_state` of the tensor, or of the tensor a checkpoint gives back, restores the
     target's generator exactly. (A target whose state is 16 bytes, or not a tensor, as torch_xla's
