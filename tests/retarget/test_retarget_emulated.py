@@ -323,6 +323,30 @@ def test_seeding_and_restoring_the_cuda_generator_are_reported_where_the_host_ge
     assert {"torch.cuda.set_rng_state", "torch.cuda.get_rng_state_all"} <= redirected
 
 
+def test_forking_or_restoring_the_host_generator_alone_is_reported_where_it_also_draws_the_devices(program, tmp_path):
+    # a GPU keeps the two generators apart: a host-only fork leaves the device's draws going on, and
+    # restoring the CUDA generator leaves host draws going on; one generator here serves both
+    source = """
+    import torch
+    torch.manual_seed(1)
+    with torch.random.fork_rng(devices=[]):
+        first = torch.rand(2, device="cuda").tolist()
+    with torch.random.fork_rng(devices=[]):
+        again = torch.rand(2, device="cuda").tolist()
+    states = torch.cuda.get_rng_state_all()
+    torch.cuda.set_rng_state_all(states)
+    print("repeated=" + str(first == again))
+    """
+    for device in ("neuron-emulated", "cpu"):
+        report = tmp_path / f"{device}.json"
+        result = program(source, "--device", device, "--report", str(report))
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.values() == {"repeated": "True"}  # the difference the report owns up to
+        decisions = {d["topic"]: d["decision"] for d in json.loads(report.read_text())["decisions"]}
+        assert "device draws inside the block are rewound" in decisions["torch.random.fork_rng(devices=[])"]
+        assert "host draws made since the state was taken" in decisions["torch.cuda.set_rng_state"]
+
+
 AMP_OVERFLOW = """
 import json, torch
 torch.manual_seed(0)

@@ -443,7 +443,7 @@ def memory_snapshot(*args, **kwargs) -> list:
 
 
 # -- random numbers --------------------------------------------------------------------------
-def _shares_host_generator(retarget) -> bool:
+def shares_host_generator(retarget) -> bool:
     """Whether the target's random draws come from the host generator (the CPU; a device whose
     generator is the host's, as the emulated one's): seeding it seeds the host's draws too."""
     if not retarget.accelerator:
@@ -455,7 +455,7 @@ def _shares_host_generator(retarget) -> bool:
 def manual_seed(seed: int) -> None:
     retarget = _rt()
     retarget.redirected("torch.cuda.manual_seed")
-    if _shares_host_generator(retarget):
+    if shares_host_generator(retarget):
         _seed_host(retarget, "torch.cuda.manual_seed", seed)
     else:
         retarget.backend.device_module().manual_seed(seed)
@@ -477,7 +477,7 @@ def _seed_host(retarget, api: str, seed: int | None) -> None:
 def manual_seed_all(seed: int) -> None:
     retarget = _rt()
     retarget.redirected("torch.cuda.manual_seed_all")
-    if _shares_host_generator(retarget):
+    if shares_host_generator(retarget):
         _seed_host(retarget, "torch.cuda.manual_seed_all", seed)
     else:
         module = retarget.backend.device_module()
@@ -487,7 +487,7 @@ def manual_seed_all(seed: int) -> None:
 def seed() -> None:
     retarget = _rt()
     retarget.redirected("torch.cuda.seed")
-    if _shares_host_generator(retarget):
+    if shares_host_generator(retarget):
         _seed_host(retarget, "torch.cuda.seed", None)
     else:
         retarget.backend.device_module().seed()
@@ -618,6 +618,11 @@ def _set_rng_state(new_state) -> None:
             else:
                 torch.default_generator.manual_seed(seed)
             return
+    if shares_host_generator(retarget):
+        retarget.decide("torch.cuda.set_rng_state", f"restores the host generator: on {retarget.backend.name} it "
+                                                    "also draws the device's random numbers, so host draws made since "
+                                                    "the state was taken (a DataLoader's shuffle) repeat, where a GPU's "
+                                                    "host generator goes on", kind="adapted")
     if retarget.accelerator:
         retarget.backend.device_module().set_rng_state(new_state)
     else:

@@ -307,6 +307,12 @@ def _fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devic
     which torch always forks, is the device's."""
     if device_type in (None, "cuda"):
         retarget = state.current()
+        if enabled and devices is not None and len(devices) == 0 and cuda_api.shares_host_generator(retarget):
+            retarget.decide("torch.random.fork_rng(devices=[])", f"forks the host generator, which on "
+                                                                 f"{retarget.backend.name} also draws the device's "
+                                                                 "random numbers: device draws inside the block are "
+                                                                 "rewound at its end, where a GPU's go on",
+                            kind="adapted")
         if retarget.accelerator:
             device_type = retarget.type
             if getattr(torch, device_type, None) is None:  # torch_xla registers no torch.xla module
