@@ -715,6 +715,13 @@ IDIOMS = [
      "for i in range(0, 4, 2):\n    xb = X[i:i + 2].to(device, non_blocking=True)\n    xb.sub_(1.0)\n"
      "    yb = X[i:i + 2].cuda()\n    yb.mul_(3.0)\nresult = X.sum().item()",
      "result = 8.0"),
+    # the legacy sparse constructor of older graph (GCN) code: an adjacency matrix on the GPU
+    ("legacy_sparse_cuda_tensor",
+     "import torch\ni = torch.tensor([[0, 1], [1, 0]]).cuda()\nv = torch.tensor([3., 4.]).cuda()\n"
+     "adj = torch.cuda.sparse.FloatTensor(i, v, torch.Size([2, 2]))\nempty = torch.cuda.sparse.FloatTensor(2, 3)\n"
+     "result = (adj.is_cuda, adj.is_sparse, adj.to_dense().tolist(), isinstance(adj, torch.cuda.sparse.FloatTensor), "
+     "isinstance(adj, torch.cuda.FloatTensor), tuple(empty.shape), adj.type())",
+     "result = (True, True, [[0.0, 3.0], [4.0, 0.0]], True, False, (2, 3), 'torch.cuda.sparse.FloatTensor')"),
     # `x.to(other)` takes the other tensor's device and dtype: a batch sent where the model's weights are
     ("to_another_tensor_is_a_transfer_to_its_device",
      "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nweight = next(model.parameters())\nX = torch.ones(4, 2)\n"

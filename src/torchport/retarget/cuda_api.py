@@ -15,6 +15,7 @@ import functools
 import threading
 import time
 import types
+import warnings
 
 import torch
 
@@ -1077,7 +1078,7 @@ class _LegacyTensorType(StandIn):
             return type.__instancecheck__(cls, instance)
         retarget = _rt()
         return (isinstance(instance, torch.Tensor) and instance.dtype == cls.dtype
-                and retarget is not None and retarget.holds(instance.device))
+                and instance.layout == cls.layout and retarget is not None and retarget.holds(instance.device))
 
     def __subclasscheck__(cls, subclass) -> bool:
         return type.__subclasscheck__(cls, subclass)
@@ -1086,18 +1087,28 @@ class _LegacyTensorType(StandIn):
         if cls.__dict__.get("_torchport_standin") is not cls:
             return type.__call__(cls, *args, **kwargs)
         retarget = _rt()
-        retarget.redirected(f"torch.cuda.{cls.__name__}")
+        retarget.redirected(f"{cls.__module__}.{cls.__name__}")
+        if cls.layout == torch.sparse_coo:
+            # `torch.cuda.sparse.FloatTensor(indices, values[, size])` / `(*size)`: the host's legacy sparse
+            # constructor (its arguments brought to the host), sent to the target
+            host = [argument.cpu() if isinstance(argument, torch.Tensor) else argument for argument in args]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch's deprecation, about its own call here
+                return getattr(torch.sparse, cls.__name__)(*host, **kwargs).to(retarget.device())
         if args and not isinstance(args[0], int):
             return torch.tensor(args[0], dtype=cls.dtype, device=retarget.device())
         # `torch.cuda.FloatTensor()` is an empty tensor, as the legacy constructor makes it
         return torch.empty(*(args or (0,)), dtype=cls.dtype, device=retarget.device())
 
 
-def _tensor_type(dtype: torch.dtype, name: str) -> type:
-    """The stand-in for the legacy `torch.cuda.<name>`: constructor, isinstance, `x.type(T)`."""
-    namespace = {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda", "__qualname__": name,
-                 "__doc__": f"`torch.cuda.{name}` on the target: {dtype} tensors on the target device."}
-    return _LegacyTensorType(name, (), namespace, genuine=getattr(_real_cuda, name))
+def _tensor_type(dtype: torch.dtype, name: str, sparse: bool = False) -> type:
+    """The stand-in for the legacy `torch.cuda.<name>` (`torch.cuda.sparse.<name>`: sparse COO
+    tensors): constructor, isinstance, `x.type(T)`."""
+    module = "torch.cuda.sparse" if sparse else "torch.cuda"
+    namespace = {"dtype": dtype, "is_cuda": True, "layout": torch.sparse_coo if sparse else torch.strided,
+                 "__module__": module, "__qualname__": name,
+                 "__doc__": f"`{module}.{name}` on the target: {dtype} tensors on the target device."}
+    return _LegacyTensorType(name, (), namespace, genuine=getattr(_real_cuda.sparse if sparse else _real_cuda, name))
 
 
 #: 'torch.cuda.FloatTensor' -> float32, and so on (the strings `x.type()` returns on CUDA).
@@ -1220,15 +1231,18 @@ def build_cuda_module() -> types.ModuleType:
     module.amp = facade_module(_real_cuda.amp, {  # its submodules too (autocast_mode, grad_scaler)
         "autocast": amp.cuda_amp_autocast, "GradScaler": amp.cuda_amp_grad_scaler,
         "custom_fwd": amp.cuda_amp_custom_fwd, "custom_bwd": amp.cuda_amp_custom_bwd})
-    for dtype, prefix in (
-        (torch.float32, "Float"), (torch.float16, "Half"), (torch.bfloat16, "BFloat16"),
-        (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),
-        (torch.int16, "Short"), (torch.int8, "Char"), (torch.uint8, "Byte"), (torch.bool, "Bool"),
-    ):
+    legacy = ((torch.float32, "Float"), (torch.float16, "Half"), (torch.bfloat16, "BFloat16"),
+              (torch.float64, "Double"), (torch.int64, "Long"), (torch.int32, "Int"),
+              (torch.int16, "Short"), (torch.int8, "Char"), (torch.uint8, "Byte"), (torch.bool, "Bool"))
+    for dtype, prefix in legacy:
         setattr(module, f"{prefix}Tensor", _tensor_type(dtype, f"{prefix}Tensor"))
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
+    module.sparse = facade_module(_real_cuda.sparse, {  # torch.cuda.sparse.FloatTensor and kin (no Bool)
+        f"{prefix}Tensor": _tensor_type(dtype, f"{prefix}Tensor", sparse=True)
+        for dtype, prefix in legacy if hasattr(_real_cuda.sparse, f"{prefix}Tensor")})
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
                                 if not name.startswith("__")
-                                and name not in ("amp", "nvtx", "profiler", "memory", "comm", "nccl", "graphs", "jiterator")})
+                                and name not in ("amp", "nvtx", "profiler", "memory", "comm", "nccl", "graphs", "jiterator",
+                                                 "sparse")})
     return module
