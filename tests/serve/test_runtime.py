@@ -5,6 +5,7 @@ The primary is the emulated Trainium device (a real non-CPU PyTorch device), the
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -521,3 +522,15 @@ def test_defaults_serve_on_the_auto_device_with_the_cpu_as_fallback():
         assert deployment.primary.name == resolve("auto").name and deployment.fallback.name == "cpu"
         assert (deployment.timeout_s, deployment.shadow_share, deployment.canary_share) == (2.0, 0.0, 1.0)
         assert deployment.batcher is None and deployment.predict({"inputs": sample(1)}).role == "primary"
+
+
+def test_a_factory_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
+    # the usual layout: the serving entry in one file, the model's layers in another beside it
+    folder = tmp_path / "service"
+    folder.mkdir()
+    (folder / "layers_beside.py").write_text("import torch\ndef build():\n    return torch.nn.Linear(4, 2)\n")
+    (folder / "entry.py").write_text("from layers_beside import build\ndef make():\n    return build()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with Deployment("service/entry.py:make", primary=PRIMARY, fallback="cpu") as deployment:
+        assert len(deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).body["outputs"][0]) == 2

@@ -113,8 +113,11 @@ def test_a_large_body_is_parsed_off_the_event_loop_and_answered():
 
 def test_unknown_paths_and_methods_are_json_errors(served):
     deployment, client = served
-    status, _, body = client.request("GET", "/v1/predict")
+    status, headers, body = client.request("GET", "/v1/predict")
     assert status == 405 and body["error"] == "method_not_allowed" and "POST /v1/predict" in body["detail"]
+    assert headers["allow"] == "POST"
+    status, headers, _ = client.request("POST", "/healthz")
+    assert status == 405 and headers["allow"] == "GET"
     status, _, body = client.request("GET", "/nowhere")
     assert status == 404 and body["error"] == "not_found"
 

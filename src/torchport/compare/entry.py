@@ -27,6 +27,9 @@ def _import(module_text: str, entry: str):
         if not path.is_file():
             raise UsageError(f"Entry point {entry!r}: file {module_text!r} does not exist. "
                              "Write MODULE:FUNCTION or PATH/TO/FILE.py:FUNCTION.")
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:  # its sibling modules import, as under `python FILE.py`
+            sys.path.insert(0, folder)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules.setdefault(path.stem, module)

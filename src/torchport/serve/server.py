@@ -211,7 +211,11 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     async def http_error(request, error: HTTPException):
         allowed = "POST /v1/predict, GET /healthz, GET /readyz, GET /metrics"
         kind = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return _error(error.status_code, kind, f"{request.method} {request.url.path}: {error.detail}. Endpoints: {allowed}.")
+        response = _error(error.status_code, kind,
+                          f"{request.method} {request.url.path}: {error.detail}. Endpoints: {allowed}.")
+        if error.status_code == 405:  # the methods the path takes (RFC 9110)
+            response.headers["allow"] = "POST" if request.url.path.startswith("/v1/predict") else "GET"
+        return response
 
     async def internal_error(request, error: Exception):
         return _error(500, "internal_error", f"{type(error).__name__}: {error}. The server logs hold the traceback.")
