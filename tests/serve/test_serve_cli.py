@@ -150,9 +150,10 @@ def test_health_answers_while_the_model_loads():
         process.communicate(timeout=30)
 
 
-def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int], timeout_s: str = "10", wait_s: float = 0.5):
+def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int], timeout_s: str = "10", wait_s: float = 0.5,
+                                  gap_s: float = 0.8):
     """Serve SlowModel, start a request it takes SLOW_S seconds to answer on each device, send `signals`
-    0.3 s apart from `wait_s` on; (response or connection error, exit status, stderr, seconds from the
+    `gap_s` apart from `wait_s` on; (response or connection error, exit status, stderr, seconds from the
     last signal to the exit)."""
     port = free_port()
     process = serve("make_slow_model", port, "--timeout-s", timeout_s, "--drain-timeout-s", drain_timeout_s)
@@ -161,8 +162,8 @@ def signals_during_a_slow_request(drain_timeout_s: str, signals: list[int], time
         thread, results = ask_in_thread(port, {"inputs": [[SLOW_MARKER] * 8]})
         time.sleep(wait_s)  # the request is inside the model
         for index, number in enumerate(signals):
-            if index:
-                time.sleep(0.3)
+            if index and gap_s:
+                time.sleep(gap_s)
             process.send_signal(number)
         started = time.monotonic()
         _, stderr = process.communicate(timeout=30)
@@ -193,6 +194,15 @@ def test_a_second_signal_exits_at_once():
     _, returncode, stderr, elapsed = signals_during_a_slow_request("30", [signal.SIGINT, signal.SIGINT])
     assert elapsed < 2.0 and returncode == 128 + signal.SIGINT, (elapsed, returncode, stderr)
     assert "second signal" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_one_signal_delivered_twice_drains_once():
+    # GNU timeout and shell wrappers send the signal to the server and to its process group
+    (status, _, body), returncode, stderr, _ = signals_during_a_slow_request("30", [signal.SIGTERM, signal.SIGTERM],
+                                                                             gap_s=0)
+    assert status == 200 and len(body["outputs"]) == 1, (status, body)
+    assert returncode == 0 and "second signal" not in stderr and "drained in" in stderr, stderr
 
 
 @pytest.mark.parametrize("args, fragment", [

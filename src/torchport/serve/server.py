@@ -233,6 +233,10 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
     return app
 
 
+#: How soon after the first shutdown signal the same signal again is taken as that one delivered twice.
+SIGNAL_ECHO_S = 0.5
+
+
 def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drain_timeout_s: float = 30.0,
                 log_level: str = "warning", linger_s: float = 1.0):
     """A uvicorn server whose first SIGINT/SIGTERM drains the deployment (`deployment`: a Deployment or
@@ -240,15 +244,23 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
     503. After the drain it goes on answering new requests with 503 for `linger_s`, so that clients
     and a load balancer reading /readyz see the 503 instead of a connection cut when the listening
     socket closes. A second signal ends the process at once, with status 128 + its number, leaving
-    requests and threads still computing."""
+    requests and threads still computing; the same signal again within `SIGNAL_ECHO_S` is the first
+    one delivered twice (GNU timeout and shell wrappers send it to the child and to its process
+    group), not a second."""
     import uvicorn
 
     slot = deployment if isinstance(deployment, Slot) else app.state.torchport_slot
 
     class DrainingServer(uvicorn.Server):
         drain_started = False
+        first_signal: tuple[int, float] | None = None
 
         def handle_exit(self, sig, frame):
+            now = time.monotonic()
+            if self.first_signal is not None and self.first_signal[0] == sig and now - self.first_signal[1] < SIGNAL_ECHO_S:
+                return  # one shutdown delivered twice
+            if self.first_signal is None:
+                self.first_signal = (sig, now)
             if self.drain_started:  # the second signal: no more waiting
                 import os
 
