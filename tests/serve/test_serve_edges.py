@@ -17,7 +17,8 @@ import torch
 from serve_models import (FEATURES, MARKERS, PRIMARY, FaultPlan, FaultyModel, PerturbedModel, RowsDropped, make_linear,
                           sample, settle)
 from torchport.errors import UsageError
-from torchport.serve import Deployment, InvalidInput, ModelRejectedInput, PostprocessFailed, UnserializableOutput
+from torchport.serve import (Deployment, InvalidInput, ModelRejectedInput, PostprocessFailed, PreprocessFailed,
+                             UnserializableOutput)
 
 
 #: The factories' example: two rows, so the contract knows which outputs follow the batch.
@@ -188,6 +189,24 @@ def test_sys_exit_in_the_preprocess_or_postprocess_ends_the_request_not_the_serv
         with pytest.raises(PostprocessFailed, match="SystemExit"):
             deployment.predict({"inputs": [[2e6]]})
         assert deployment.predict({"inputs": [[1.0]]}).body == {"outputs": [[1.0]]}
+
+
+def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400():
+    def preprocess(payload):
+        if payload.get("vocabulary"):
+            open("/nonexistent/vocab.txt")  # the server's fault: a file its deployment lacks
+        return torch.tensor(payload["inputs"])  # no "inputs": KeyError, the request's fault
+
+    factory = lambda: {"model": torch.nn.Identity(), "preprocess": preprocess}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(PreprocessFailed, match="FileNotFoundError") as failed:
+            deployment.predict({"vocabulary": True})
+        assert failed.value.status == 500
+        with pytest.raises(InvalidInput, match="KeyError") as rejected:
+            deployment.predict({})
+        assert rejected.value.status == 400
+        exposition = deployment.metrics.exposition()[0].decode()
+        assert 'reason="preprocess_error"} 1.0' in exposition and 'reason="invalid_input"} 1.0' in exposition
 
 
 def test_an_example_the_fallback_fails_too_is_the_examples_fault_not_the_primarys():

@@ -10,7 +10,8 @@
 
 from torchport.serve.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, Overloaded,
-                                    PayloadTooLarge, PostprocessFailed, ServeError, UnserializableOutput)
+                                    PayloadTooLarge, PostprocessFailed, PreprocessFailed, ServeError,
+                                    UnserializableOutput)
 from torchport.serve.model import load_weights
 from torchport.serve.runtime import FAILURE_CAUSES, Answer, Deployment
 from torchport.serve.shadow import ShadowMonitor, compare_outputs
@@ -18,5 +19,5 @@ from torchport.serve.shadow import ShadowMonitor, compare_outputs
 __all__ = [
     "Deployment", "Answer", "FAILURE_CAUSES", "CircuitBreaker", "CLOSED", "OPEN", "HALF_OPEN", "ShadowMonitor",
     "compare_outputs", "load_weights", "ServeError", "InvalidInput", "PayloadTooLarge", "ModelRejectedInput",
-    "Overloaded", "Draining", "NoDeviceAnswered", "PostprocessFailed", "UnserializableOutput",
+    "Overloaded", "Draining", "NoDeviceAnswered", "PreprocessFailed", "PostprocessFailed", "UnserializableOutput",
 ]

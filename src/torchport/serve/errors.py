@@ -9,7 +9,7 @@ from __future__ import annotations
 from torchport.errors import TorchportError, UsageError
 
 __all__ = ["ServeError", "InvalidInput", "PayloadTooLarge", "Overloaded", "Draining", "NoDeviceAnswered",
-           "ModelRejectedInput", "PostprocessFailed", "UnserializableOutput"]
+           "ModelRejectedInput", "PreprocessFailed", "PostprocessFailed", "UnserializableOutput"]
 
 
 class ServeError(TorchportError):
@@ -73,6 +73,14 @@ class NoDeviceAnswered(ServeError):
 
     status = 503
     kind = "no_device_answered"
+
+
+class PreprocessFailed(ServeError):
+    """The factory's preprocess failed in a way that is not about the request (a missing vocabulary
+    file, a typo in its code): the server is at fault, not the client."""
+
+    status = 500
+    kind = "preprocess_error"
 
 
 class PostprocessFailed(ServeError):

@@ -36,7 +36,7 @@ METRIC_NAMES = {
     "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison (NaN: not measurable)"),
     "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison (NaN: not measurable)"),
     "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | body_timeout | client_disconnected | overloaded | draining | "
-                                       "postprocess_error | ...)"),
+                                       "preprocess_error | postprocess_error | ...)"),
     "torchport_serve_in_flight": ("gauge", "requests being answered"),
     "torchport_serve_abandoned_calls": ("gauge", "primary calls past their timeout still running"),
     "torchport_serve_device_memory_bytes": ("gauge", "role, device, stat (allocated | peak_allocated | process_resident)"),

@@ -39,7 +39,7 @@ from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
 from torchport.serve.breaker import CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
-                                    ServeError, UnserializableOutput)
+                                    PreprocessFailed, ServeError, UnserializableOutput)
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
@@ -79,6 +79,11 @@ class Answer:
     body: Any = None
     #: `body` rendered as JSON (UTF-8 bytes; predict only).
     content: bytes = b""
+
+
+#: What a preprocess raises about the request itself (a missing key, a value it cannot read, an
+#: argparse-style exit): 400; anything else (a missing file, a typo in its code) is its own failure, 500.
+_REQUEST_ERRORS = (ValueError, LookupError, TypeError, SystemExit)
 
 
 class _DeviceFailure(Exception):
@@ -883,9 +888,14 @@ class Deployment:
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
-        except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server
+        except _REQUEST_ERRORS as error:  # sys.exit() in a preprocess ends the request, not the server
             self.metrics.rejected(InvalidInput.kind)
             raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
+        except Exception as error:
+            self.metrics.rejected(PreprocessFailed.kind)
+            raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
+                                   "this kind is the preprocess's own, not the request's (a request it cannot read "
+                                   "raises ValueError, KeyError, IndexError or TypeError).") from error
 
     def infer(self, inputs: Any) -> Answer:
         """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
