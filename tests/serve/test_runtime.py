@@ -534,3 +534,35 @@ def test_a_factory_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
     with Deployment("service/entry.py:make", primary=PRIMARY, fallback="cpu") as deployment:
         assert len(deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).body["outputs"][0]) == 2
+
+
+_RELEASE_WARMUP = threading.Event()
+
+
+class HangsOnThePrimary(torch.nn.Module):
+    """A primary whose runtime hangs on its first call (a compiler that never returns)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            _RELEASE_WARMUP.wait(30)
+        return self.linear(inputs)
+
+
+def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallback():
+    factory = lambda: {"model": HangsOnThePrimary(), "example": torch.randn(2, 4)}  # noqa: E731
+    started = time.monotonic()
+    try:
+        with Deployment(factory, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0.5, reset_after_s=60) as deployment:
+            assert time.monotonic() - started < 10 and deployment.ready
+            assert "no answer to the example within 0.5 s" in deployment.warmup["primary"]
+            assert deployment.breaker.state == OPEN
+            answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
+            assert (answer.role, answer.routed) == ("fallback", "breaker_open")
+    finally:
+        _RELEASE_WARMUP.set()
+    with pytest.raises(UsageError, match="warmup_timeout_s=0"):
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0)

@@ -55,6 +55,9 @@ def add_arguments(parser) -> None:
                         help="join up to this many concurrent rows into one model call (default 1: no batching; needs an "
                              "'example' with 2+ different rows, and at most --max-concurrency)")
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests (default 2)")
+    parser.add_argument("--warmup-timeout-s", type=float, default=600.0,
+                        help="seconds the primary may take on the example at start (compilation) before traffic "
+                             "starts on the fallback without it (default 600)")
     parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown (default 30)")
     parser.add_argument("--drain-linger-s", type=float, default=1.0,
@@ -73,6 +76,8 @@ def _check_numbers(args) -> None:
         ("--drain-timeout-s", args.drain_timeout_s, 0 < args.drain_timeout_s <= MAX_TIMEOUT_S,
          f"more than 0 {seconds}, e.g. 30"),
         ("--drain-linger-s", args.drain_linger_s, 0 <= args.drain_linger_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 1"),
+        ("--warmup-timeout-s", args.warmup_timeout_s, 0 < args.warmup_timeout_s <= MAX_TIMEOUT_S,
+         f"more than 0 {seconds}, e.g. 600"),
         ("--reset-after-s", args.reset_after_s, 0 <= args.reset_after_s <= MAX_TIMEOUT_S, f"0 or more {seconds}, e.g. 5"),
         ("--batch-wait-ms", args.batch_wait_ms, 0 <= args.batch_wait_ms <= 1000, "0 to 1000 milliseconds, e.g. 2"),
         ("--max-body-bytes", args.max_body_bytes, args.max_body_bytes >= 1, "at least 1"),
@@ -105,6 +110,7 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
             recovery_successes=args.recovery_successes, shadow_alarm_after=args.shadow_alarm_after,
             max_concurrency=args.max_concurrency, lazy_fallback=args.lazy_fallback, weights=args.weights,
             batch_max_size=args.batch_max_size, batch_wait_s=args.batch_wait_ms / 1000,
+            warmup_timeout_s=args.warmup_timeout_s,
         )
     except BaseException as error:
         slot.fail(error)

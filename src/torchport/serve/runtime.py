@@ -539,8 +539,14 @@ class Deployment:
                  reset_after_s: float = 5.0, recovery_successes: int = 3, shadow_alarm_after: int = 3,
                  shadow_window: int = 100, thresholds: Mapping[str, Any] | None = None, lazy_fallback: bool = False,
                  max_concurrency: int = 32, max_background: int = 8, weights: str | None = None,
-                 batch_max_size: int = 1, batch_wait_s: float = 0.002):
+                 batch_max_size: int = 1, batch_wait_s: float = 0.002, warmup_timeout_s: float | None = 600.0):
         from torchport.backends import resolve
+
+        if warmup_timeout_s is not None and not 0 < warmup_timeout_s <= MAX_TIMEOUT_S:
+            raise UsageError(f"warmup_timeout_s={warmup_timeout_s!r} must be a positive number of seconds up to "
+                             f"{MAX_TIMEOUT_S:.0f}, e.g. warmup_timeout_s=600 (or None: wait for the primary's warm-up).")
+        #: How long the primary's warm-up may take before traffic starts on the fallback without it.
+        self.warmup_timeout_s = warmup_timeout_s
 
         if timeout_s is not None and not 0 < timeout_s <= MAX_TIMEOUT_S:
             raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds up to {MAX_TIMEOUT_S:.0f}, "
@@ -665,7 +671,8 @@ class Deployment:
         return None
 
     def _warm_up(self, example: Any) -> dict[str, str]:
-        """Run the example once on each loaded device, without a timeout (compilation belongs here);
+        """Run the example once on each loaded device, the primary within `warmup_timeout_s`
+        (compilation belongs here);
         a primary that fails it, or whose outputs differ in structure from the fallback's, starts
         with the breaker open, so traffic begins on the fallback (a lazy fallback is loaded for it
         here). The fallback's outputs set the output contract the primary's are held to on every
@@ -679,7 +686,7 @@ class Deployment:
             if not replica.loaded and not (replica is self.fallback and results.get(PRIMARY, "ok") != "ok"):
                 continue  # a lazy fallback loads here only when the primary failed: traffic starts on it
             try:
-                outputs = replica.run(example)
+                outputs = self._warm_up_run(replica, example)
                 bad = nonfinite_count(outputs)
                 results[replica.role] = "ok" if not bad else f"{bad} NaN or inf elements in the outputs"
                 signatures[replica.role] = outputs
@@ -707,6 +714,30 @@ class Deployment:
         if results.get(PRIMARY, "ok") != "ok":
             self.breaker.force_open()
         return results
+
+    def _warm_up_run(self, replica: Replica, example: Any) -> Any:
+        """`replica.run(example)`; for the primary, within `warmup_timeout_s` (TimeoutError past it: a
+        primary that hangs at start must not keep the service from starting on the fallback; its
+        call goes on in the background, and the breaker's probes find it once it answers)."""
+        if replica is not self.primary or self.warmup_timeout_s is None:
+            return replica.run(example)
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                result["outputs"] = replica.run(example)
+            except BaseException as error:  # handed to the caller, as the call's own
+                result["error"] = error
+
+        worker = threading.Thread(target=run, name="torchport-primary-warmup", daemon=True)
+        worker.start()
+        worker.join(self.warmup_timeout_s)
+        if worker.is_alive():
+            raise TimeoutError(f"no answer to the example within {self.warmup_timeout_s:g} s (warmup_timeout_s, "
+                               "--warmup-timeout-s); serving from the fallback, the breaker's probes retry it")
+        if "error" in result:
+            raise result["error"]
+        return result["outputs"]
 
     # -- state ---------------------------------------------------------------------------------
     def _replicas_loaded(self):
