@@ -11,9 +11,10 @@ NAME = "serve"
 HELP = "serve a model over HTTP on a new device, failing over to the old one request by request"
 DESCRIPTION = (
     "Serve ENTRY (MODULE:FUNCTION or FILE.py:FUNCTION returning the model, or a dict with 'model' and optionally "
-    "'example', 'preprocess' and 'postprocess') on --primary, answering from --fallback any request the primary fails "
-    "(exception, timeout, NaN/inf, out of memory, outputs breaking the example's layout). Endpoints: POST /v1/predict, GET /healthz, GET /readyz, "
-    "GET /metrics. SIGINT or SIGTERM drains: in-flight requests finish, new ones get 503."
+    "'example', 'preprocess' and 'postprocess') on --primary, answering from --fallback any request the primary "
+    "fails (exception, timeout, NaN/inf, out of memory, outputs breaking the example's layout). Endpoints: POST "
+    "/v1/predict, GET /healthz, GET /readyz, GET /metrics. SIGINT or SIGTERM drains: in-flight requests finish, new "
+    "ones get 503."
 )
 
 
@@ -37,29 +38,38 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fallback", default="cpu", help="device that answers when the primary fails (default cpu)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: a free one)")
-    parser.add_argument("--shadow", default="0.0", help="share of requests also run on the other device and compared (default 0: off)")
+    parser.add_argument("--shadow", default="0.0",
+                        help="share of requests also run on the other device and compared (default 0: off)")
     parser.add_argument("--canary", default="1.0", help="share of live traffic sent to the primary (default 1.0)")
     parser.add_argument("--timeout-s", type=float, default=2.0, help="seconds the primary has per request (default 2)")
-    parser.add_argument("--weights", metavar="PATH", help="state dict to load into the model (torch.load weights_only=True)")
-    parser.add_argument("--failure-threshold", type=int, default=5, help="primary failures in a row that open the breaker (default 5)")
-    parser.add_argument("--reset-after-s", type=float, default=5.0, help="seconds the breaker stays open before probing (default 5)")
-    parser.add_argument("--recovery-successes", type=int, default=3, help="good probes in a row that close the breaker (default 3)")
+    parser.add_argument("--weights", metavar="PATH",
+                        help="state dict to load into the model (torch.load weights_only=True)")
+    parser.add_argument("--failure-threshold", type=int, default=5,
+                        help="primary failures in a row that open the breaker (default 5)")
+    parser.add_argument("--reset-after-s", type=float, default=5.0,
+                        help="seconds the breaker stays open before probing (default 5)")
+    parser.add_argument("--recovery-successes", type=int, default=3,
+                        help="good probes in a row that close the breaker (default 3)")
     parser.add_argument("--shadow-alarm-after", type=int, default=3,
                         help="shadow mismatches among the last 100 comparisons that raise the drift alarm (default 3)")
     parser.add_argument("--max-concurrency", type=int, default=32, help="requests computed at once (default 32)")
-    parser.add_argument("--max-queue", type=int, default=64, help="requests waiting beyond that before 429 (default 64)")
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (413 above; default 1048576)")
+    parser.add_argument("--max-queue", type=int, default=64,
+                        help="requests waiting beyond that before 429 (default 64)")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                        help="largest request body (413 above; default 1048576)")
     parser.add_argument("--body-timeout-s", type=float, default=30.0,
                         help="seconds a request body may take to arrive (408 after; default 30)")
     parser.add_argument("--batch-max-size", type=int, default=1,
-                        help="join up to this many concurrent rows into one model call (default 1: no batching; needs an "
-                             "'example' with 2+ different rows, and at most --max-concurrency)")
-    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long a batch waits for more requests (default 2)")
+                        help="join up to this many concurrent rows into one model call (default 1: no batching; "
+                             "needs an 'example' with 2+ different rows, and at most --max-concurrency)")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0,
+                        help="how long a batch waits for more requests (default 2)")
     parser.add_argument("--warmup-timeout-s", type=float, default=600.0,
                         help="seconds the primary may take on the example at start (compilation) before traffic "
                              "starts on the fallback without it (default 600)")
     parser.add_argument("--lazy-fallback", action="store_true", help="load the fallback on its first request")
-    parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="seconds in-flight requests get on shutdown (default 30)")
+    parser.add_argument("--drain-timeout-s", type=float, default=30.0,
+                        help="seconds in-flight requests get on shutdown (default 30)")
     parser.add_argument("--drain-linger-s", type=float, default=1.0,
                         help="seconds new requests still get a 503 after the drain, before the port closes (default 1)")
 
@@ -94,9 +104,9 @@ def _check_numbers(args) -> None:
         if not ok:
             raise UsageError(f"{flag} {value!r} is out of range. Allowed: {allowed}.")
     if args.batch_max_size > args.max_concurrency:
-        raise UsageError(f"--batch-max-size {args.batch_max_size} is more than --max-concurrency {args.max_concurrency}: "
-                         "a batch joins only requests running at once, so it could never fill. Raise --max-concurrency "
-                         f"to at least {args.batch_max_size}, or lower --batch-max-size.")
+        raise UsageError(f"--batch-max-size {args.batch_max_size} is more than --max-concurrency "
+                         f"{args.max_concurrency}: a batch joins only requests running at once, so it could never "
+                         f"fill. Raise --max-concurrency to at least {args.batch_max_size}, or lower --batch-max-size.")
 
 
 def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
