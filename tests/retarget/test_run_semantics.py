@@ -43,6 +43,22 @@ def test_use_form_reruns_the_script_retargeted_and_keeps_its_exit_status(program
     assert result.values()["name"] == "__main__"
 
 
+def test_use_in_a_function_or_after_other_code_runs_the_script_retargeted_and_says_what_ran_twice(tmp_path):
+    # `import helpers` (the application's module) and a side effect above the call; the call in main()
+    (tmp_path / "helpers.py").write_text("import torch\ndef make():\n    return torch.ones(2, device='cuda')\n")
+    (tmp_path / "app.py").write_text(
+        "import sys, torch, helpers\nimport torchport\nprint('argv=' + sys.argv[0])\n"
+        "def main():\n    torchport.use('cpu')\n    x = torch.zeros(1, device='cuda')\n"
+        "    print('devices=' + str((x.is_cuda, helpers.make().is_cuda)))\n"
+        "if __name__ == '__main__':\n    main()\n")
+    environment = {key: value for key, value in os.environ.items() if key not in ("TORCHPORT_QUIET", "CUDA_VISIBLE_DEVICES")}
+    completed = subprocess.run([sys.executable, "app.py"], capture_output=True, text=True, cwd=tmp_path,
+                               env=environment, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["argv=app.py", "argv=app.py", "devices=(True, True)"]
+    assert "the statements above the call (line 3) have run once already and run again" in completed.stderr
+
+
 def _torchport(*arguments, env=None):
     import os
 

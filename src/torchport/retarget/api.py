@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import atexit
 import os
 import sys
@@ -146,9 +147,10 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     frame = sys._getframe(1)
     main = sys.modules.get("__main__")
     caller_file = frame.f_code.co_filename
+    # the entry script's own code: at its top level, or in one of its functions (`def main(): use()`),
+    # which the script, run again, reaches retargeted
     is_entry_script = (
-        frame.f_code.co_name == "<module>"
-        and frame.f_globals is getattr(main, "__dict__", None)
+        frame.f_globals is getattr(main, "__dict__", None)
         and caller_file
         and os.path.isfile(caller_file)
     )
@@ -158,11 +160,14 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     if is_entry_script:
         retarget = activate(options["device"], roots, options["precision"], options["strict"],
                             options["report"], options["no_scope"], options["verbose"])
+        _note_statements_run_twice(frame, caller_file)
+        _forget_application_modules(retarget)
         spec = frame.f_globals.get("__spec__")
         if spec is not None and getattr(spec, "name", None):
             code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
         else:
-            code = runner.run_script(caller_file, sys.argv[1:], retarget, rerun=True)
+            typed = sys.argv[0] if sys.argv and os.path.abspath(sys.argv[0]) == os.path.abspath(caller_file) else None
+            code = runner.run_script(caller_file, sys.argv[1:], retarget, rerun=True, argv0=typed)
         if sys.flags.inspect:  # `python -i script.py`: the prompt after the script is retargeted too
             _interact(sys.modules["__main__"].__dict__)
             # Python would enter its own (not retargeted) prompt after a SystemExit under -i: the
@@ -179,6 +184,70 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     atexit.register(finish, retarget)
     _retarget_session(frame)
     return retarget
+
+
+def _forget_application_modules(retarget: state.Retarget) -> None:
+    """The application's own modules the script imported before `use()` (`import mod_a` above the
+    call) are imported again by the script's run, retargeted: kept, they would run their CUDA code
+    as written."""
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        if (name != "__main__" and not name.startswith("torchport") and isinstance(filename, str)
+                and retarget.in_scope(filename)):
+            del sys.modules[name]
+
+
+#: Statements that do the same when the script runs again (imports, definitions, a docstring,
+#: names bound to constants).
+_REPEATABLE = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _note_statements_run_twice(frame, filename: str) -> None:
+    """`use()` runs the entry script again from its start: say so where statements above the call
+    (other than imports and definitions) have run once already and will run again."""
+    try:
+        with open(filename, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    outer = frame
+    while outer is not None and outer.f_code.co_name != "<module>":
+        outer = outer.f_back
+    line = (outer or frame).f_lineno  # where the script's top level is: the call, or the call of its function
+    before: list[ast.stmt] = []
+    body = tree.body
+    while body:
+        for statement in body:
+            if statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+                body = getattr(statement, "body", [])  # into `if __name__ == "__main__":` and kin
+                break
+            if not _repeatable(statement):
+                before.append(statement)
+        else:
+            break
+    if frame is not outer:  # the statements of the calling function above the call
+        function = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and frame.f_code.co_firstlineno in (node.lineno, *(d.lineno for d in node.decorator_list))),
+                        None)
+        if function is not None:
+            before += [statement for statement in function.body
+                       if (statement.end_lineno or statement.lineno) < frame.f_lineno and not _repeatable(statement)]
+    if before and not os.environ.get("TORCHPORT_QUIET"):
+        lines = sorted({statement.lineno for statement in before})
+        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+        print(f"torchport: note: use() runs {os.path.basename(filename)} again from its start, retargeted: the "
+              f"statements above the call (line{'s' if len(lines) > 1 else ''} {shown}) have run once already and "
+              "run again. Put torchport.use() right after the imports to run them once.", file=sys.stderr)
+
+
+def _repeatable(statement: ast.stmt) -> bool:
+    if isinstance(statement, _REPEATABLE):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return True  # a docstring
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(statement.value, ast.Constant):
+        return True
+    return False
 
 
 # -- notebooks and interactive interpreters ---------------------------------------------------------

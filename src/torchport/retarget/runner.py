@@ -96,13 +96,14 @@ def check_script_path(path: str) -> str:
     return filename
 
 
-def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = False) -> int:
-    """Run the Python file at `path` with `argv` as its arguments."""
+def run_script(path: str, argv: list[str], retarget: Retarget, rerun: bool = False, argv0: str | None = None) -> int:
+    """Run the Python file at `path` with `argv` as its arguments (`argv0`: sys.argv[0] as the user
+    typed it, for a run again of the entry script)."""
     filename = check_script_path(path)
     directory = os.path.dirname(filename)
     for root, why in application_roots(directory):
         retarget.widen(root, why)
-    sys.argv = [path, *argv]
+    sys.argv = [argv0 or path, *argv]
     if not rerun:
         sys.path[0] = directory
     with open(filename, "rb") as handle:
