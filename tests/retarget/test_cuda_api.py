@@ -467,3 +467,22 @@ def test_weights_mapped_from_a_file_and_sent_to_cuda_no_longer_read_the_file(pro
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.values() == {"string": "256.0,True", "ordinal": "256.0,True", "storage_cuda": "256.0,True",
                                "host_stays_mapped": "True"}
+
+
+def test_every_placement_through_a_cuda_device_object_is_counted_where_it_is(program, tmp_path):
+    # a CleanRL-style buffer: `device = torch.device("cuda")` once, then `device=device` in a loop
+    source = """
+    import torch
+    device = torch.device("cuda")
+    for _ in range(4):
+        a = torch.zeros(2, device=device)
+        b = torch.zeros(2).to(device)
+    print("placed=" + str((a.is_cuda, b.is_cuda)))
+    """
+    for target in ("cpu", "neuron-emulated"):
+        report = tmp_path / f"{target}.json"
+        result = program(source, "--device", target, "--report", str(report))
+        assert result.returncode == 0, result.stderr[-2000:]
+        counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"]
+                  for entry in json.loads(report.read_text())["redirected"]}
+        assert counts[("device=", 5)] == 4 and counts[(".to()", 6)] == 4, (target, counts)

@@ -301,7 +301,7 @@ def to1(site: int, obj, first):
         if first.type == "cuda":
             _hit(site)
             mapped = _target_device(first.index)
-        elif _rt.type == "cpu" and _rt.cuda_ordinal(first) is not False:
+        elif _rt.cuda_ordinal(first) is not False:  # a device the application made from a CUDA name
             _hit(site)
             mapped = first
         else:
@@ -842,6 +842,10 @@ def capturable_flag(site: int, value):
 
 
 def _device_keyword(site: int, value):
+    if value.__class__ is _device_type and value.type != "cuda":
+        if _rt.cuda_ordinal(value) is not False:  # a device the application made from a CUDA name
+            _hit(site)  # reaches torch as the target: a CUDA usage, as `.to(device)` is one
+        return value
     return map_device(value, site)
 
 
