@@ -238,3 +238,33 @@ def test_the_report_covers_the_children_mp_spawn_started(tmp_path):
     assert counts[("device=", 6)] == 2 and counts[(".cuda()", 7)] == 2
     assert counts[("torch.cuda.is_available", 12)] == 1
     assert report["child_processes"] == 2
+
+
+POOL_APP = """
+import time
+import multiprocessing as mp
+import torch
+
+
+def work(i):
+    time.sleep(0.05)
+    return torch.zeros(2, device="cuda").is_cuda
+
+
+if __name__ == "__main__":
+    for _ in range(2):
+        with mp.get_context("spawn").Pool(2) as pool:  # leaving the block terminates the workers
+            print(sum(pool.map(work, range(6), chunksize=1)))
+"""
+
+
+def test_the_report_covers_the_workers_a_pool_block_terminates(tmp_path):
+    # a pool's workers end by SIGTERM, which can cut the record they write at exit or come before it
+    import json
+
+    result = _run(tmp_path, POOL_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json", "app.py"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["6", "6"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
+    assert counts[("device=", 9)] == 12 and report["child_processes"] == 4, (counts, report["child_processes"])

@@ -11,7 +11,7 @@ from torchport import backends
 from torchport.errors import ConfigConflictError, UsageError
 from torchport.retarget import amp, autocast_lists, device_values, frameworks, proxy, runtime, spawn, state, torchscript
 from torchport.retarget.report import Recorder
-from torchport.retarget.scope import RetargetFinder, application_roots
+from torchport.retarget.scope import RetargetFinder, application_roots, forget_unretargeted
 
 __all__ = ["activate", "use", "resolve_options", "deactivate"]
 
@@ -161,7 +161,7 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
         retarget = activate(options["device"], roots, options["precision"], options["strict"],
                             options["report"], options["no_scope"], options["verbose"])
         _note_statements_run_twice(frame, caller_file)
-        _forget_application_modules(retarget)
+        forget_unretargeted(retarget)  # `import mod_a` above the call: imported again, retargeted
         spec = frame.f_globals.get("__spec__")
         if spec is not None and getattr(spec, "name", None):
             code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
@@ -184,17 +184,6 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     atexit.register(finish, retarget)
     _retarget_session(frame)
     return retarget
-
-
-def _forget_application_modules(retarget: state.Retarget) -> None:
-    """The application's own modules the script imported before `use()` (`import mod_a` above the
-    call) are imported again by the script's run, retargeted: kept, they would run their CUDA code
-    as written."""
-    for name, module in list(sys.modules.items()):
-        filename = getattr(module, "__file__", None)
-        if (name != "__main__" and not name.startswith("torchport") and isinstance(filename, str)
-                and retarget.in_scope(filename)):
-            del sys.modules[name]
 
 
 #: Statements that do the same when the script runs again (imports, definitions, a docstring,

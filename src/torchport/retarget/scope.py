@@ -176,3 +176,15 @@ class RetargetFinder(importlib.abc.MetaPathFinder):
         loader.extra_passes = tuple(rewrite for rewrite in passes if rewrite is not None)
         spec.loader = loader
         return spec
+
+
+def forget_unretargeted(retarget) -> None:
+    """Drop from `sys.modules` the application's modules imported before retargeting was on (by the
+    entry script above its `use()`, or by a forkserver that preloaded the program): the program's
+    next import of them loads them retargeted."""
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        if (name not in ("__main__", "__mp_main__") and origin and getattr(spec, "has_location", False)
+                and not isinstance(spec.loader, RetargetLoader) and retarget.in_scope(origin)):
+            del sys.modules[name]

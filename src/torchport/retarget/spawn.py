@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["install", "take_settings", "MARKER", "record_child", "collect_children"]
+__all__ = ["install", "take_settings", "MARKER", "record_child", "record_then_end", "collect_children"]
 
 #: Prefix of the `sys.path` entry carrying the settings (not a folder: the import system skips it).
 MARKER = "<torchport-retarget-child>"
@@ -64,16 +64,47 @@ def _records_folder() -> str:
     return _records[0]
 
 
+#: In a spawned child: whether its record is written or being written, and a signal that came meanwhile.
+_recording = {"started": False, "signal": None}
+
+
 def record_child(recorder, folder: str) -> None:
     """In a spawned child at exit: what it recorded (its own children's included), for the parent's
-    report. A parent already gone (its folder removed) gets nothing."""
+    report, once. A parent already gone (its folder removed) gets nothing."""
     from torchport.fileio import atomic_write
 
+    if _recording["started"]:
+        return
+    _recording["started"] = True
     collect_children(recorder)
     try:
         atomic_write(os.path.join(folder, f"child-{os.getpid()}.json"), json.dumps(recorder.export()))
     except OSError:
         pass
+    if _recording["signal"] is not None:  # the signal that ends this process came while it wrote
+        _end_by(_recording["signal"])
+
+
+def record_then_end(recorder, folder: str):
+    """A SIGTERM handler for a spawned child (a pool's workers end by it: `with Pool() as pool:`
+    terminates them, running no exit handler): its record first, then the end the signal brings.
+    Arriving while the exit handler writes the record, it lets that write finish first."""
+
+    def handler(number, frame):
+        if _recording["started"]:
+            _recording["signal"] = number
+            return
+        record_child(recorder, folder)
+        _end_by(number)
+
+    return handler
+
+
+def _end_by(number: int) -> None:
+    import signal
+
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
 
 
 def collect_children(recorder) -> None:
@@ -84,6 +115,8 @@ def collect_children(recorder) -> None:
         return
     folder = _records.pop()
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if not (name.startswith("child-") and name.endswith(".json")):  # a write a signal cut short
+            continue
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as handle:
                 data = json.load(handle)

@@ -12,7 +12,7 @@ def _torchport_bootstrap(namespace: dict) -> None:
     import sys
 
     from torchport.retarget import api, runtime, torchscript, transform
-    from torchport.retarget.scope import RetargetLoader
+    from torchport.retarget.scope import forget_unretargeted
     from torchport.retarget.spawn import take_settings
 
     settings = take_settings(sys.path)
@@ -21,17 +21,16 @@ def _torchport_bootstrap(namespace: dict) -> None:
     if settings.get("records"):  # what this child records goes into the parent's report
         import atexit
 
-        from torchport.retarget.spawn import record_child
+        from torchport.retarget.spawn import record_child, record_then_end
 
         atexit.register(record_child, retarget.recorder, settings["records"])
+        import signal
+
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a pool's workers end by it
+            signal.signal(signal.SIGTERM, record_then_end(retarget.recorder, settings["records"]))
     # A child forked by a forkserver that preloaded the program before retargeting was turned on
     # holds the application's modules as they were imported then: import them again, retargeted.
-    for name, module in list(sys.modules.items()):
-        spec = getattr(module, "__spec__", None)
-        origin = getattr(spec, "origin", None)
-        if (name not in ("__main__", "__mp_main__") and origin and getattr(spec, "has_location", False)
-                and not isinstance(spec.loader, RetargetLoader) and retarget.in_scope(origin)):
-            del sys.modules[name]
+    forget_unretargeted(retarget)
     if settings["main_path"]:
         filename = os.path.abspath(settings["main_path"])
     else:
