@@ -354,6 +354,30 @@ def test_integer_inputs_the_primary_would_narrow_out_of_range_are_answered_by_th
         assert 'torchport_serve_routed_to_fallback_total{reason="out_of_range"} 1.0' in deployment.metrics.exposition()[0].decode()
 
 
+def test_out_of_range_requests_are_neither_drift_nor_a_reason_to_move_their_batch():
+    wide, narrow = [[3000000001, 2, 3]], [[7, 8, 9]]
+    with Deployment(hashed_ids, primary=PRIMARY, fallback="cpu", timeout_s=5, shadow=1.0, batch_max_size=4,
+                    batch_wait_s=0.2) as deployment:
+        answers: dict = {}
+
+        def ask(name, ids):
+            answers[name] = deployment.predict({"inputs": ids, "dtype": "int64"})
+
+        threads = [threading.Thread(target=ask, args=(name, ids)) for name, ids in
+                   (("wide", wide), ("narrow", narrow), ("other", [[4, 5, 6]]))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        deployment.flush()
+        assert answers["wide"].routed == "out_of_range"
+        assert answers["narrow"].role == answers["other"].role == "primary"  # joined without the wide one
+        monitor = deployment.shadow_monitor
+        assert (monitor.comparisons, monitor.mismatches, monitor.alarm) == (2, 0, False)
+        assert 'torchport_serve_shadow_skipped_total{reason="out_of_range"} 1.0' in \
+            deployment.metrics.exposition()[0].decode()
+
+
 class Softmax(torch.nn.Module):
     def forward(self, inputs):
         return torch.softmax(inputs.float(), dim=-1)

@@ -31,7 +31,7 @@ METRIC_NAMES = {
     "torchport_serve_probes_total": ("counter", "result (success | failure | inconclusive)"),
     "torchport_serve_shadow_comparisons_total": ("counter", ""),
     "torchport_serve_shadow_mismatches_total": ("counter", ""),
-    "torchport_serve_shadow_skipped_total": ("counter", "reason (busy | failed)"),
+    "torchport_serve_shadow_skipped_total": ("counter", "reason (busy | failed | out_of_range)"),
     "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
     "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison (NaN: not measurable)"),
     "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison (NaN: not measurable)"),

@@ -966,8 +966,10 @@ class Deployment:
         started = time.perf_counter() if started is None else started
         if window is not None:
             window.arrived = started
-        # rows of a 2-D or higher input; a 1-D input has no row dimension to join along
-        batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
+        # rows of a 2-D or higher input; a 1-D input has no row dimension to join along. A request the
+        # primary cannot compute (out of its integer range) goes alone, not taking its batch with it
+        batched = (self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
+                   and not (self._narrowed and out_of_range(inputs, self._narrowed)))
         try:
             if failed is not None:
                 answer = Answer(self._fail_over(failed, inputs), FALLBACK, self.fallback.name, failover=failed.cause)
@@ -1249,6 +1251,11 @@ class Deployment:
             # call of the primary would have found (whatever the canary share that sent it there)
             result = self.shadow_monitor.record(ShadowResult(False, [f"the primary failed: {answer.failover}"]))
             self.metrics.shadow(result, self.shadow_monitor.alarm)
+            return
+        if answer.routed == "out_of_range":
+            # an input the primary is never asked live (its integer width cannot hold it): nothing to
+            # compare, and not drift
+            self.metrics.shadow_skipped("out_of_range")
             return
         if answer.routed == "breaker_open":
             # the primary cannot be asked: its breaker opened on failures (or it failed at start). A
