@@ -552,7 +552,7 @@ class HangsOnThePrimary(torch.nn.Module):
         return self.linear(inputs)
 
 
-def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallback():
+def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallback(caplog):
     factory = lambda: {"model": HangsOnThePrimary(), "example": torch.randn(2, 4)}  # noqa: E731
     started = time.monotonic()
     try:
@@ -562,6 +562,16 @@ def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallbac
             assert deployment.breaker.state == OPEN
             answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
             assert (answer.role, answer.routed) == ("fallback", "breaker_open")
+            _RELEASE_WARMUP.set()  # the warm-up ends (a compile finishing): the probes take it back
+            deployment.breaker.reset_after_s = 0.0
+            deadline = time.monotonic() + 20
+            while deployment.breaker.state != "closed" and time.monotonic() < deadline:
+                deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
+                time.sleep(0.05)
+            assert deployment.breaker.state == "closed"
+            assert deployment.status()["warmup"]["primary"].startswith("ok after probes (at start: TimeoutError")
+            said = [record.getMessage() for record in caplog.records if record.name == "torchport.serve"]
+            assert any("out of service" in line for line in said) and any("back in service" in line for line in said)
     finally:
         _RELEASE_WARMUP.set()
     with pytest.raises(UsageError, match="warmup_timeout_s=0"):

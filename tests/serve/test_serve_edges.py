@@ -209,6 +209,28 @@ def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a
         assert 'reason="preprocess_error"} 1.0' in exposition and 'reason="invalid_input"} 1.0' in exposition
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt, GeneratorExit])
+def test_a_preprocess_raising_a_base_exception_from_a_server_thread_fails_the_request_not_the_server(error):
+    def preprocess(payload):
+        raise error()
+
+    factory = lambda: {"model": torch.nn.Identity(), "preprocess": preprocess}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        raised = []
+
+        def ask():
+            try:
+                deployment.predict({"inputs": [[1.0]]})
+            except BaseException as caught:  # noqa: BLE001 - what reaches the server's handler
+                raised.append(caught)
+
+        thread = threading.Thread(target=ask)
+        thread.start()
+        thread.join(timeout=30)
+        assert isinstance(raised[0], PreprocessFailed) and raised[0].status == 500
+        assert error.__name__ in str(raised[0])
+
+
 def test_an_example_the_fallback_fails_too_is_the_examples_fault_not_the_primarys():
     # a typo in the factory: 5 features for a 4-feature model
     factory = lambda: {"model": make_linear(), "example": torch.randn(2, FEATURES + 1)}

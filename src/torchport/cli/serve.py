@@ -168,6 +168,12 @@ def run(args) -> int:
 
     require_server_stack()
     _check_numbers(args)
+    import logging
+
+    log = logging.StreamHandler(sys.stderr)  # the deployment's own events: the breaker opening and closing
+    log.setFormatter(logging.Formatter("torchport: %(message)s"))
+    logging.getLogger("torchport.serve").addHandler(log)
+    logging.getLogger("torchport.serve").propagate = False
     from torchport.backends import resolve
 
     for flag, name in (("--primary", args.primary), ("--fallback", args.fallback)):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
+import logging
 import threading
 import time
 import weakref
@@ -37,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
-from torchport.serve.breaker import CircuitBreaker
+from torchport.serve.breaker import CLOSED, OPEN, CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
                                     PreprocessFailed, ServeError, UnserializableOutput)
 from torchport.serve.handoff import Busy, Deadline, Handoff
@@ -80,6 +81,8 @@ class Answer:
     #: `body` rendered as JSON (UTF-8 bytes; predict only).
     content: bytes = b""
 
+
+_log = logging.getLogger("torchport.serve")
 
 #: What a preprocess raises about the request itself (a missing key, a value it cannot read, an
 #: argparse-style exit): 400; anything else (a missing file, a typo in its code) is its own failure, 500.
@@ -581,7 +584,7 @@ class Deployment:
                                  "model loads on (e.g. --fallback cpu).") from error
         self.metrics = make_metrics(self._replicas_loaded)
         self.breaker = CircuitBreaker(failure_threshold, reset_after_s, recovery_successes,
-                                      on_change=self.metrics.breaker_changed)
+                                      on_change=self._breaker_changed)
         #: Why the model could not be moved to the primary at start (None: it was); traffic then
         #: starts on the fallback and the breaker's probes retry the move.
         self.primary_load_error = self._load_primary()
@@ -714,6 +717,20 @@ class Deployment:
         if results.get(PRIMARY, "ok") != "ok":
             self.breaker.force_open()
         return results
+
+    def _breaker_changed(self, state: str) -> None:
+        """Metrics and the log follow the breaker; the primary taken back into service after failing
+        its warm-up has /readyz say so."""
+        self.metrics.breaker_changed(state)
+        if state == OPEN:
+            _log.warning("the primary %r is out of service (circuit breaker open): requests go to the fallback %r; "
+                         "probing it every %g s", self.primary.name, self.fallback.name, self.breaker.reset_after_s)
+        elif state == CLOSED:
+            warmup = getattr(self, "warmup", None) or {}
+            if warmup.get(PRIMARY, "ok") != "ok":
+                warmup[PRIMARY] = f"ok after probes (at start: {warmup[PRIMARY]})"
+            _log.warning("the primary %r is back in service (circuit breaker closed after %d good probes)",
+                         self.primary.name, self.breaker.recovery_successes)
 
     def _warm_up_run(self, replica: Replica, example: Any) -> Any:
         """`replica.run(example)`; for the primary, within `warmup_timeout_s` (TimeoutError past it: a
@@ -922,7 +939,9 @@ class Deployment:
         except _REQUEST_ERRORS as error:  # sys.exit() in a preprocess ends the request, not the server
             self.metrics.rejected(InvalidInput.kind)
             raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
-        except Exception as error:
+        except BaseException as error:  # noqa: B036 - GeneratorExit, a KeyboardInterrupt it raised itself
+            if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                raise  # Ctrl-C of a program calling predict
             self.metrics.rejected(PreprocessFailed.kind)
             raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
                                    "this kind is the preprocess's own, not the request's (a request it cannot read "
