@@ -191,6 +191,35 @@ def test_sys_exit_in_the_preprocess_or_postprocess_ends_the_request_not_the_serv
         assert deployment.predict({"inputs": [[1.0]]}).body == {"outputs": [[1.0]]}
 
 
+_NARROWING = threading.Event()
+
+
+class NarrowerOnThePrimary(torch.nn.Module):
+    """Three logits; once _NARROWING is set, the primary's runtime drops the last one (the same rank,
+    a wrong width), as a faulty kernel that starts mid-run."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, inputs):
+        logits = self.linear(inputs)
+        return logits[:, :2] if inputs.device.type != "cpu" and _NARROWING.is_set() else logits
+
+
+def test_a_primary_answering_fewer_columns_for_an_input_shaped_as_the_example_fails_over():
+    factory = lambda: {"model": NarrowerOnThePrimary(), "example": torch.randn(2, 4)}  # noqa: E731
+    try:
+        with Deployment(factory, primary=PRIMARY, fallback="cpu", timeout_s=5) as deployment:
+            assert deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).role == "primary"
+            _NARROWING.set()
+            answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0], [0.5, 0.5, 0.5, 0.5]]})
+            assert (answer.role, answer.failover) == ("fallback", "bad_output")
+            assert [len(row) for row in answer.body["outputs"]] == [3, 3]
+    finally:
+        _NARROWING.clear()
+
+
 def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400():
     def preprocess(payload):
         if payload.get("vocabulary"):

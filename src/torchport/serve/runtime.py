@@ -184,6 +184,19 @@ def _layout(value: Any) -> tuple[tuple[str, str, int], ...]:
     return tuple((path, str(tensor.dtype).removeprefix("torch."), tensor.dim()) for path, tensor in pairs)
 
 
+def _row_shapes(value: Any, batched: frozenset[str] | None = None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Per tensor inside `value`: its path and its shape without the batch dimension (inputs: every
+    tensor's; outputs, given `batched`: the shape past the first dimension of those that follow the
+    batch, the whole shape of the others)."""
+    import torch
+
+    from torchport.compare.tree import flatten_tensors
+
+    pairs = [("", value)] if isinstance(value, torch.Tensor) else flatten_tensors(value)
+    return tuple((path, tuple(tensor.shape[1:]) if batched is None or path in batched else tuple(tensor.shape))
+                 for path, tensor in pairs)
+
+
 def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> frozenset[str]:
     """The paths of the outputs whose first dimension is the batch: those that follow it when the
     `example` is run again with every input tensor doubled along its first dimension (`run` is the
@@ -295,6 +308,10 @@ class OutputContract:
         self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in self.reference}
         self._confirmed: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
+        #: Inputs laid out row for row as the example's are answered with the shapes the fallback gave
+        #: it (a primary answering 2 logits where it answers 3 breaks the contract).
+        self._example_rows = _row_shapes(example) if _batch(example) is not None else None
+        self._reference_rows = _row_shapes(reference, batched)
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
@@ -341,6 +358,11 @@ class OutputContract:
                 return f"output {name} has {tensor.dim()} dimensions, the fallback's {want_rank}"
             if want_batched and batch is not None and tensor.shape[0] != batch:
                 return f"output {name} has {tensor.shape[0]} rows for a batch of {batch}"
+        if self._example_rows is not None and _row_shapes(inputs) == self._example_rows:
+            for (path, shape), (_, want) in zip(_row_shapes(outputs, self.batched), self._reference_rows):
+                if shape != want:
+                    return (f"output {path or 'tensor'} has shape {list(shape)} (past the batch) for an input shaped "
+                            f"as the example, the fallback's {list(want)}")
         return None
 
     def differs(self, outputs: Any, reference: Any) -> str | None:
