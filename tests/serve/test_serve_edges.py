@@ -428,6 +428,13 @@ def test_out_of_range_requests_are_neither_drift_nor_a_reason_to_move_their_batc
         assert 'torchport_serve_shadow_skipped_total{reason="out_of_range"} 1.0' in \
             deployment.metrics.exposition()[0].decode()
 
+    # routed before the canary share and the breaker: neither shadowed, nor a probe of the primary
+    with Deployment(hashed_ids, primary=PRIMARY, fallback="cpu", timeout_s=5, shadow=1.0, canary=0.0) as deployment:
+        for _ in range(3):
+            assert deployment.predict({"inputs": wide, "dtype": "int64"}).routed == "out_of_range"
+        deployment.flush()
+        assert (deployment.shadow_monitor.mismatches, deployment.shadow_monitor.alarm) == (0, False)
+
 
 class Softmax(torch.nn.Module):
     def forward(self, inputs):

@@ -84,9 +84,11 @@ class Answer:
 
 _log = logging.getLogger("torchport.serve")
 
-#: What a preprocess raises about the request itself (a missing key, a value it cannot read, an
-#: argparse-style exit): 400; anything else (a missing file, a typo in its code) is its own failure, 500.
-_REQUEST_ERRORS = (ValueError, LookupError, TypeError, SystemExit)
+#: What a preprocess raises that is of the server's making, not the request's (a module or name its
+#: code lacks, a vocabulary file the deployment lacks): 500; anything else it raises is about what the
+#: request holds (a missing key, a value it cannot read, a corrupt image, an argparse-style exit): 400.
+_SERVER_ERRORS = (ImportError, NameError, FileNotFoundError, PermissionError, MemoryError, NotImplementedError,
+                  KeyboardInterrupt, GeneratorExit)
 
 
 class _DeviceFailure(Exception):
@@ -749,7 +751,7 @@ class Deployment:
                          "probing it every %g s", self.primary.name, self.fallback.name, self.breaker.reset_after_s)
         elif state == CLOSED:
             warmup = getattr(self, "warmup", None) or {}
-            if warmup.get(PRIMARY, "ok") != "ok":
+            if not warmup.get(PRIMARY, "ok").startswith("ok"):
                 warmup[PRIMARY] = f"ok after probes (at start: {warmup[PRIMARY]})"
             _log.warning("the primary %r is back in service (circuit breaker closed after %d good probes)",
                          self.primary.name, self.breaker.recovery_successes)
@@ -958,16 +960,15 @@ class Deployment:
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
-        except _REQUEST_ERRORS as error:  # sys.exit() in a preprocess ends the request, not the server
-            self.metrics.rejected(InvalidInput.kind)
-            raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
-        except BaseException as error:  # noqa: B036 - GeneratorExit, a KeyboardInterrupt it raised itself
+        except _SERVER_ERRORS as error:
             if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
                 raise  # Ctrl-C of a program calling predict
             self.metrics.rejected(PreprocessFailed.kind)
             raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
-                                   "this kind is the preprocess's own, not the request's (a request it cannot read "
-                                   "raises ValueError, KeyError, IndexError or TypeError).") from error
+                                   "this kind is the server's (its code or files), not the request's.") from error
+        except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server
+            self.metrics.rejected(InvalidInput.kind)
+            raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
 
     def infer(self, inputs: Any) -> Answer:
         """Run already-preprocessed `inputs` (host tensors) with failover; outputs on the host."""
@@ -1097,7 +1098,11 @@ class Deployment:
 
     def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
-        primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`."""
+        primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`.
+        An input the primary cannot compute (out of its integer range) goes to the fallback first,
+        whatever the breaker and the canary share say: it probes nothing and is not shadowed."""
+        if self._narrowed and out_of_range(inputs, self._narrowed):
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
         if not self.breaker.allows_primary():
             if self.breaker.try_start_probe():
                 self._background.submit(self._probe, inputs, postprocess, bounded=False)
@@ -1107,8 +1112,6 @@ class Deployment:
                 return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
             except (ModelRejectedInput, NoDeviceAnswered) as rejected:
                 return self._primary_after_fallback_rejected(inputs, rejected, window)
-        if self._narrowed and out_of_range(inputs, self._narrowed):
-            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
@@ -1123,9 +1126,6 @@ class Deployment:
         at fault, a broken device or runtime, and counted so); when it fails too, in any way, the
         fallback's answer stands: the input is at fault (422), or no device could answer (503), and
         the breaker is not charged, as for a request the primary failed first."""
-        beyond = self._narrowed and out_of_range(inputs, self._narrowed)
-        if beyond:
-            raise type(rejected)(f"{rejected} The primary {self.primary.name!r} cannot be asked instead: {beyond}.") from None
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:

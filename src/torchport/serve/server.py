@@ -213,8 +213,8 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
         kind = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         response = _error(error.status_code, kind,
                           f"{request.method} {request.url.path}: {error.detail}. Endpoints: {allowed}.")
-        if error.status_code == 405:  # the methods the path takes (RFC 9110)
-            response.headers["allow"] = "POST" if request.url.path.startswith("/v1/predict") else "GET"
+        for name, value in (error.headers or {}).items():  # a 405's Allow: the methods the path takes
+            response.headers[name] = value
         return response
 
     async def internal_error(request, error: Exception):
