@@ -216,8 +216,30 @@ def test_a_primary_answering_fewer_columns_for_an_input_shaped_as_the_example_fa
             answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0], [0.5, 0.5, 0.5, 0.5]]})
             assert (answer.role, answer.failover) == ("fallback", "bad_output")
             assert [len(row) for row in answer.body["outputs"]] == [3, 3]
+            # a layout learned meanwhile (another rank of input, confirmed) does not switch the check off
+            _NARROWING.clear()
+            assert deployment.predict({"inputs": [[[1.0, 2.0, 3.0, 4.0]]]}).role == "primary"
+            _NARROWING.set()
+            answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
+            assert (answer.role, answer.failover) == ("fallback", "bad_output")
     finally:
         _NARROWING.clear()
+
+
+class FollowsTheValues(torch.nn.Module):
+    """Outputs whose width follows the input's values (a generated length), the same on both devices."""
+
+    def forward(self, inputs):
+        return inputs.repeat(1, 1 + int(inputs[0, 0].item() > 0))
+
+
+def test_an_output_shape_the_fallback_confirms_for_an_example_shaped_input_is_learned():
+    factory = lambda: {"model": FollowsTheValues(), "example": -torch.ones(2, 4)}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", timeout_s=5) as deployment:
+        for _ in range(3):
+            answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
+            assert (answer.role, len(answer.body["outputs"][0])) == ("primary", 8)
+        assert 'result="learned"} 1.0' in deployment.metrics.exposition()[0].decode()
 
 
 def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400():

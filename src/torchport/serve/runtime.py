@@ -314,6 +314,8 @@ class OutputContract:
         #: it (a primary answering 2 logits where it answers 3 breaks the contract).
         self._example_rows = _row_shapes(example) if _batch(example) is not None else None
         self._reference_rows = _row_shapes(reference, batched)
+        #: Other output shapes the fallback confirmed for inputs shaped as the example's.
+        self._confirmed_rows: set[tuple] = set()
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
@@ -321,8 +323,23 @@ class OutputContract:
         if found is not None and self._confirmed:
             learned = self._confirmed.get(_layout(inputs))
             if learned is not None and learned[0] == _layout(outputs):
-                return self._rows(outputs, inputs, learned[1], found)
-        return found
+                found = self._rows(outputs, inputs, learned[1], found)
+        return found if found is not None else self._example_shaped(outputs, inputs)
+
+    def _example_shaped(self, outputs: Any, inputs: Any) -> str | None:
+        """For inputs shaped as the example's (past the batch): None when the outputs' shapes past the
+        batch are the fallback's for the example, or ones it confirmed for such an input since (a
+        length that follows the values), else what differs."""
+        if self._example_rows is None or _row_shapes(inputs) != self._example_rows:
+            return None
+        rows = _row_shapes(outputs, self.batched)
+        if rows == self._reference_rows or rows in self._confirmed_rows:
+            return None
+        for (path, shape), (_, want) in zip(rows, self._reference_rows):
+            if shape != want:
+                return (f"output {path or 'tensor'} has shape {list(shape)} (past the batch) for an input shaped "
+                        f"as the example, the fallback's {list(want)}")
+        return f"outputs shaped {[list(shape) for _, shape in rows]} (past the batch) for an input shaped as the example"
 
     @staticmethod
     def _rows(outputs: Any, inputs: Any, batched: frozenset[str] | None, found: str) -> str | None:
@@ -360,11 +377,6 @@ class OutputContract:
                 return f"output {name} has {tensor.dim()} dimensions, the fallback's {want_rank}"
             if want_batched and batch is not None and tensor.shape[0] != batch:
                 return f"output {name} has {tensor.shape[0]} rows for a batch of {batch}"
-        if self._example_rows is not None and _row_shapes(inputs) == self._example_rows:
-            for (path, shape), (_, want) in zip(_row_shapes(outputs, self.batched), self._reference_rows):
-                if shape != want:
-                    return (f"output {path or 'tensor'} has shape {list(shape)} (past the batch) for an input shaped "
-                            f"as the example, the fallback's {list(want)}")
         return None
 
     def differs(self, outputs: Any, reference: Any) -> str | None:
@@ -404,6 +416,13 @@ class OutputContract:
             pairs = [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs)
             batched = frozenset(path for path, tensor in pairs if tensor.dim() >= 1 and tensor.shape[0] == batch)
         with self._lock:
+            if self._example_rows is not None and _row_shapes(inputs) == self._example_rows:
+                rows = _row_shapes(outputs, self.batched)
+                if rows != self._reference_rows:
+                    if len(self._confirmed_rows) >= CONFIRMED_LAYOUTS:
+                        return False
+                    self._confirmed_rows.add(rows)
+                    return True
             if len(self._confirmed) < CONFIRMED_LAYOUTS or _layout(inputs) in self._confirmed:
                 self._confirmed[_layout(inputs)] = (_layout(outputs), batched)
                 return True
