@@ -57,6 +57,15 @@ def test_use_in_a_function_or_after_other_code_runs_the_script_retargeted_and_sa
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == ["argv=app.py", "argv=app.py", "devices=(True, True)"]
     assert "the statements above the call (line 3) have run once already and run again" in completed.stderr
+    assert "module helpers imported above it naming CUDA, imported again retargeted" in completed.stderr
+    # from a thread, running the script again would run the program twice: it is not, and it says so
+    (tmp_path / "threaded.py").write_text(
+        "import threading, torchport\nprint('start')\n"
+        "worker = threading.Thread(target=lambda: torchport.use('cpu'))\nworker.start()\nworker.join()\n")
+    completed = subprocess.run([sys.executable, "threaded.py"], capture_output=True, text=True, cwd=tmp_path,
+                               env=environment, timeout=300)
+    assert completed.returncode == 0 and completed.stdout.splitlines() == ["start"], completed.stderr
+    assert "use() was called by the entry script on a thread" in completed.stderr
 
 
 def _torchport(*arguments, env=None):

@@ -90,6 +90,23 @@ def test_a_venv_inside_the_project_stays_out_of_scope():
     assert in_scope(os.path.join(project, "examples", "gpt.py"), [project])
 
 
+def test_distributions_installed_into_a_pythonpath_folder_stay_out_of_scope(tmp_path):
+    # `pip install --target DIR` on PYTHONPATH: DIR holds libraries (with their dist-info) beside the
+    # user's own modules
+    from torchport.retarget.scope import in_scope
+
+    folder = tmp_path / "site"
+    (folder / "gymlike").mkdir(parents=True)
+    (folder / "gymlike" / "__init__.py").write_text("")
+    (folder / "gymlike-1.0.dist-info").mkdir()
+    (folder / "gymlike-1.0.dist-info" / "RECORD").write_text("gymlike/__init__.py,sha256=x,0\nsixlike.py,,\n")
+    (folder / "sixlike.py").write_text("")
+    (folder / "mine.py").write_text("")
+    assert not in_scope(str(folder / "gymlike" / "__init__.py"), [str(folder)])
+    assert not in_scope(str(folder / "sixlike.py"), [str(folder)])
+    assert in_scope(str(folder / "mine.py"), [str(folder)])
+
+
 def test_the_projects_own_packages_are_retargeted_and_the_scope_is_explained(tmp_path):
     """The minGPT layout: projects/adder/adder.py imports the repository's mingpt/ on PYTHONPATH=."""
     import json

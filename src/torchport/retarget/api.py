@@ -135,9 +135,11 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
         scope=None, report: str | None = None) -> state.Retarget:
     """The one line: make the calling program's CUDA code run on `device` ('auto' by default).
 
-    Called at the top of the entry script, it runs the script again from the start with its CUDA
-    usages retargeted and exits with the script's own exit status; imports made before the call
-    are kept. Called elsewhere, it retargets every application module imported afterwards.
+    Called by the entry script (at its top level or in one of its functions, on the main thread of
+    the program's own process), it runs the script again from the start with its CUDA usages
+    retargeted and exits with the script's own exit status; libraries imported before the call are
+    kept, the application's modules that name CUDA are imported again. Called elsewhere, it
+    retargets every application module imported afterwards.
     """
     options = resolve_options(device, precision, strict, scope, report)
     existing = state.current()
@@ -148,20 +150,18 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     main = sys.modules.get("__main__")
     caller_file = frame.f_code.co_filename
     # the entry script's own code: at its top level, or in one of its functions (`def main(): use()`),
-    # which the script, run again, reaches retargeted
-    is_entry_script = (
-        frame.f_globals is getattr(main, "__dict__", None)
-        and caller_file
-        and os.path.isfile(caller_file)
-    )
+    # which the script, run again, reaches retargeted; on the main thread of the program's own process
+    script_frames = _script_frames(frame, getattr(main, "__dict__", None)) if caller_file and os.path.isfile(
+        caller_file) else None
+    is_entry_script = script_frames is not None
     from torchport.retarget import runner
 
     roots = [*application_roots(os.path.dirname(os.path.abspath(caller_file))), *options["scope"]]
     if is_entry_script:
         retarget = activate(options["device"], roots, options["precision"], options["strict"],
                             options["report"], options["no_scope"], options["verbose"])
-        _note_statements_run_twice(frame, caller_file)
-        forget_unretargeted(retarget)  # `import mod_a` above the call: imported again, retargeted
+        # `import mod_a` above the call: imported again, retargeted, where it names CUDA
+        _note_statements_run_twice(script_frames, caller_file, forget_unretargeted(retarget, with_cuda_only=True))
         spec = frame.f_globals.get("__spec__")
         if spec is not None and getattr(spec, "name", None):
             code = runner.run_module(spec.name, sys.argv[1:], retarget, rerun=True)
@@ -186,47 +186,106 @@ def use(device: str | None = None, precision: str | None = None, strict: bool | 
     return retarget
 
 
+def _script_frames(frame, main_globals) -> list | None:
+    """The entry script's frames from the call down to its top level, when `use()` is the script's
+    own call on the main thread of the program's first process; None where running the script again
+    would run the program twice (a thread, a multiprocessing child) or cannot (a coroutine under a
+    running event loop), and for code that is not the script's."""
+    import threading
+
+    if main_globals is None or frame.f_globals is not main_globals:
+        return None
+    multiprocessing, asyncio = sys.modules.get("multiprocessing"), sys.modules.get("asyncio")
+    where = ("on a thread" if threading.current_thread() is not threading.main_thread() else
+             "in a child process" if multiprocessing is not None and multiprocessing.parent_process() is not None else
+             "under a running event loop" if asyncio is not None and asyncio._get_running_loop() is not None else None)
+    if where is not None:
+        if not os.environ.get("TORCHPORT_QUIET"):
+            print(f"torchport: note: use() was called by the entry script {where}, where running the script again "
+                  "would run the program twice: the script's own code is not retargeted, only the modules imported "
+                  "after the call. Call torchport.use() at the top of the script.", file=sys.stderr)
+        return None
+    frames, current = [], frame
+    while current is not None:
+        if current.f_globals is main_globals:
+            frames.append(current)
+            if current.f_code.co_name == "<module>":
+                return frames
+        current = current.f_back
+    return None
+
+
 #: Statements that do the same when the script runs again (imports, definitions, a docstring,
 #: names bound to constants).
 _REPEATABLE = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Compound statements whose header has run when the call is inside them (`with open(...)`, a loop).
+_HEADED = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 
 
-def _note_statements_run_twice(frame, filename: str) -> None:
-    """`use()` runs the entry script again from its start: say so where statements above the call
-    (other than imports and definitions) have run once already and will run again."""
+def _note_statements_run_twice(frames: list, filename: str, reimported: list[str]) -> None:
+    """`use()` runs the entry script again from its start: name the statements that have run once
+    already and run again (those above the call in each of the script's frames, other than imports
+    and definitions), and the application's modules imported again; say so where it cannot tell."""
+    if os.environ.get("TORCHPORT_QUIET"):
+        return
+    before: list[int] = []
+    unsure = False
     try:
         with open(filename, "rb") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
-        return
-    outer = frame
-    while outer is not None and outer.f_code.co_name != "<module>":
-        outer = outer.f_back
-    line = (outer or frame).f_lineno  # where the script's top level is: the call, or the call of its function
-    before: list[ast.stmt] = []
-    body = tree.body
+        tree, unsure = None, True
+    for frame in reversed(frames) if tree is not None else ():  # the top level first
+        if frame.f_code.co_name == "<module>":
+            body = tree.body
+        else:
+            function = next((node for node in ast.walk(tree)
+                             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and node.name == frame.f_code.co_name
+                             and frame.f_code.co_firstlineno in (node.lineno, *(d.lineno for d in node.decorator_list))),
+                            None)
+            if function is None:
+                unsure = True
+                continue
+            body = function.body
+        before += _ran_before(body, frame.f_lineno)
+    parts = []
+    if before:
+        lines = sorted(set(before))
+        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+        parts.append(f"the statements above the call (line{'s' if len(lines) > 1 else ''} {shown}) have run once "
+                     "already and run again")
+    elif unsure:
+        parts.append("which statements above the call ran twice could not be told")
+    if reimported:
+        parts.append(f"the application's module{'s' if len(reimported) > 1 else ''} {', '.join(sorted(reimported)[:5])} "
+                     "imported above it naming CUDA, imported again retargeted (what their import does runs twice)")
+    if parts:
+        print(f"torchport: note: use() runs {os.path.basename(filename)} again from its start, retargeted: "
+              f"{'; '.join(parts)}. Put torchport.use() first, right after `import torchport`, to run them once.",
+              file=sys.stderr)
+
+
+def _ran_before(body: list, line: int) -> list[int]:
+    """The lines of the statements of `body` (and of the blocks holding `line` inside it) that ran
+    before the statement at `line`, other than repeatable ones; with the headers of the loops and
+    `with` blocks around it."""
+    ran: list[int] = []
     while body:
         for statement in body:
             if statement.lineno <= line <= (statement.end_lineno or statement.lineno):
-                body = getattr(statement, "body", [])  # into `if __name__ == "__main__":` and kin
+                if isinstance(statement, _HEADED):
+                    ran.append(statement.lineno)
+                blocks = [getattr(statement, name, None) or [] for name in ("body", "orelse", "finalbody")]
+                blocks += [handler.body for handler in getattr(statement, "handlers", [])]
+                body = next((block for block in blocks
+                             if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno)), [])
                 break
             if not _repeatable(statement):
-                before.append(statement)
+                ran.append(statement.lineno)
         else:
             break
-    if frame is not outer:  # the statements of the calling function above the call
-        function = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                         and frame.f_code.co_firstlineno in (node.lineno, *(d.lineno for d in node.decorator_list))),
-                        None)
-        if function is not None:
-            before += [statement for statement in function.body
-                       if (statement.end_lineno or statement.lineno) < frame.f_lineno and not _repeatable(statement)]
-    if before and not os.environ.get("TORCHPORT_QUIET"):
-        lines = sorted({statement.lineno for statement in before})
-        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
-        print(f"torchport: note: use() runs {os.path.basename(filename)} again from its start, retargeted: the "
-              f"statements above the call (line{'s' if len(lines) > 1 else ''} {shown}) have run once already and "
-              "run again. Put torchport.use() right after the imports to run them once.", file=sys.stderr)
+    return ran
 
 
 def _repeatable(statement: ast.stmt) -> bool:

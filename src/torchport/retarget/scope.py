@@ -17,6 +17,7 @@ a `--no-scope` path, so a virtual environment inside the project stays out of sc
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import json
@@ -60,13 +61,44 @@ def _under(path: str, root: str) -> bool:
 
 
 def in_scope(filename: str, roots: list[str], narrowed: list[str] = ()) -> bool:
-    """True when `filename` belongs to the application (see the module docstring)."""
+    """True when `filename` belongs to the application (see the module docstring): under one of its
+    roots, and not a distribution installed there (`pip install --target DIR` on PYTHONPATH)."""
     path = os.path.realpath(filename)
     if any(_under(path, root) for root in _EXCLUDED):
         return False
     if any(_under(path, os.path.realpath(root)) for root in narrowed):
         return False
-    return any(_under(path, os.path.realpath(root)) for root in roots)
+    for root in roots:
+        root = os.path.realpath(root)
+        if _under(path, root):
+            top = os.path.relpath(path, root).split(os.sep, 1)[0]
+            if top.removesuffix(".py") not in _installed_in(root):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_in(folder: str) -> frozenset[str]:
+    """The top-level modules and packages of the distributions installed into `folder` (those with a
+    `*.dist-info` there: a `pip install --target` folder), which are libraries, not the application."""
+    names: set[str] = set()
+    try:
+        entries = [entry for entry in os.listdir(folder) if entry.endswith(".dist-info")]
+    except OSError:
+        return frozenset()
+    for entry in entries:
+        for listing, column in (("top_level.txt", None), ("RECORD", 0)):
+            try:
+                with open(os.path.join(folder, entry, listing), encoding="utf-8") as handle:
+                    lines = handle.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                name = line if column is None else line.split(",", 1)[0]
+                top = name.strip().split("/", 1)[0]
+                if top and not top.endswith((".dist-info", ".data")) and top != "..":
+                    names.add(top.removesuffix(".py"))
+    return frozenset(names)
 
 
 def project_root(start: str) -> str | None:
@@ -178,13 +210,26 @@ class RetargetFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def forget_unretargeted(retarget) -> None:
-    """Drop from `sys.modules` the application's modules imported before retargeting was on (by the
-    entry script above its `use()`, or by a forkserver that preloaded the program): the program's
-    next import of them loads them retargeted."""
+def forget_unretargeted(retarget, with_cuda_only: bool = False) -> list[str]:
+    """Drop from `sys.modules` the application's source modules imported before retargeting was on
+    (by a forkserver that preloaded the program; by the entry script above its `use()`, there only
+    those whose source names CUDA, as their import may have effects a second one repeats): the
+    program's next import of them loads them retargeted. Returns their names."""
+    dropped = []
     for name, module in list(sys.modules.items()):
         spec = getattr(module, "__spec__", None)
         origin = getattr(spec, "origin", None)
-        if (name not in ("__main__", "__mp_main__") and origin and getattr(spec, "has_location", False)
-                and not isinstance(spec.loader, RetargetLoader) and retarget.in_scope(origin)):
+        if (name not in ("__main__", "__mp_main__") and origin and origin.endswith(".py")
+                and getattr(spec, "has_location", False) and not isinstance(spec.loader, RetargetLoader)
+                and retarget.in_scope(origin) and (not with_cuda_only or _names_cuda(origin))):
             del sys.modules[name]
+            dropped.append(name)
+    return dropped
+
+
+def _names_cuda(filename: str) -> bool:
+    try:
+        with open(filename, "rb") as handle:
+            return b"cuda" in handle.read()
+    except OSError:
+        return False
