@@ -253,10 +253,20 @@ def work(i):
     return torch.zeros(2, device="cuda").is_cuda
 
 
+def forks_a_pool():
+    # a spawned child whose own forked pool inherits what it recorded: not counted again
+    torch.zeros(1, device="cuda")
+    with mp.get_context("fork").Pool(2) as pool:
+        print(sum(pool.map(abs, range(4))), flush=True)
+
+
 if __name__ == "__main__":
     for _ in range(2):
         with mp.get_context("spawn").Pool(2) as pool:  # leaving the block terminates the workers
             print(sum(pool.map(work, range(6), chunksize=1)))
+    child = mp.get_context("spawn").Process(target=forks_a_pool)
+    child.start()
+    child.join()
 """
 
 
@@ -266,7 +276,8 @@ def test_the_report_covers_the_workers_a_pool_block_terminates(tmp_path):
 
     result = _run(tmp_path, POOL_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json", "app.py"])
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["6", "6"]
+    assert result.stdout.splitlines() == ["6", "6", "6"]
     report = json.loads((tmp_path / "report.json").read_text())
     counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
-    assert counts[("device=", 9)] == 12 and report["child_processes"] == 4, (counts, report["child_processes"])
+    assert counts[("device=", 9)] == 12 and counts[("device=", 14)] == 1, counts
+    assert report["child_processes"] == 5

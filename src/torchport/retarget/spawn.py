@@ -64,8 +64,8 @@ def _records_folder() -> str:
     return _records[0]
 
 
-#: In a spawned child: whether its record is written or being written, and a signal that came meanwhile.
-_recording = {"started": False, "signal": None}
+#: In a spawned child: whether its record is being written or written, and a signal that came meanwhile.
+_recording = {"started": False, "done": False, "signal": None}
 
 
 def record_child(recorder, folder: str) -> None:
@@ -81,6 +81,7 @@ def record_child(recorder, folder: str) -> None:
         atomic_write(os.path.join(folder, f"child-{os.getpid()}.json"), json.dumps(recorder.export()))
     except OSError:
         pass
+    _recording["done"] = True
     if _recording["signal"] is not None:  # the signal that ends this process came while it wrote
         _end_by(_recording["signal"])
 
@@ -88,13 +89,20 @@ def record_child(recorder, folder: str) -> None:
 def record_then_end(recorder, folder: str):
     """A SIGTERM handler for a spawned child (a pool's workers end by it: `with Pool() as pool:`
     terminates them, running no exit handler): its record first, then the end the signal brings.
-    Arriving while the exit handler writes the record, it lets that write finish first."""
+    Arriving while the exit handler writes the record, it lets that write finish first. (A Python
+    handler runs once the main thread runs Python again: a worker inside a long C call ends then.)"""
+
+    owner = os.getpid()
 
     def handler(number, frame):
-        if _recording["started"]:
-            _recording["signal"] = number
+        if os.getpid() != owner:  # a child forked from it: its record is its parent's, not its own
+            _end_by(number)
             return
-        record_child(recorder, folder)
+        if _recording["started"] and not _recording["done"]:
+            _recording["signal"] = number  # the exit's write ends it, then the signal
+            return
+        if not _recording["started"]:
+            record_child(recorder, folder)
         _end_by(number)
 
     return handler
