@@ -486,3 +486,22 @@ def test_every_placement_through_a_cuda_device_object_is_counted_where_it_is(pro
         counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"]
                   for entry in json.loads(report.read_text())["redirected"]}
         assert counts[("device=", 5)] == 4 and counts[(".to()", 6)] == 4, (target, counts)
+
+
+def test_a_float32_cuda_autocast_is_off_where_the_target_has_no_float32_autocast_and_said_so(program, tmp_path):
+    # nanoGPT's --dtype=float32: `torch.amp.autocast(device_type="cuda", dtype=torch.float32)`
+    source = """
+    import warnings, torch
+    warnings.simplefilter("error", UserWarning)  # torch's "In CPU autocast ... Disabling" would raise
+    model = torch.nn.Linear(4, 2).cuda()
+    with torch.amp.autocast(device_type="cuda", dtype=torch.float32):
+        y = model(torch.ones(3, 4, device="cuda"))
+    print("dtype=" + str(y.dtype))
+    """
+    for target in ("cpu", "cuda-emulated"):
+        report = tmp_path / f"{target}.json"
+        result = program(source, "--device", target, "--report", str(report))
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.values() == {"dtype": "torch.float32"}
+        decisions = {d["topic"]: d["decision"] for d in json.loads(report.read_text())["decisions"]}
+        assert "whose autocast has no float32 mode" in decisions["cuda autocast float32"], decisions

@@ -84,6 +84,15 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
     autocast_lists.arm()  # CUDA's op lists in the target's autocast (traced regions too)
     effective = effective_dtype(dtype)
     requested = str(dtype or torch.float16).replace("torch.", "")
+    if effective is torch.float32 and retarget.type != "cuda":
+        # `autocast("cuda", dtype=torch.float32)` (nanoGPT's --dtype=float32): CUDA's autocast takes it,
+        # the others' have no float32 mode (torch warns and turns them off): off, said as it is
+        retarget.decide(f"cuda autocast {requested}", f"autocast off on {retarget.backend.name}, whose autocast has "
+                                                      "no float32 mode: float32 tensors compute as under CUDA's float32 "
+                                                      "autocast, float16 and bfloat16 ones are not cast up to float32 as "
+                                                      "there")
+        retarget.redirected("autocast('cuda')")
+        return retarget.type, None, False, False
     retarget.decide(f"cuda autocast {requested}", f"{_describe(effective)} on {retarget.backend.name}")
     retarget.redirected("autocast('cuda')")
     if effective is None:
