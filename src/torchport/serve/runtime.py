@@ -593,7 +593,6 @@ class Deployment:
                              f"{MAX_TIMEOUT_S:.0f}, e.g. warmup_timeout_s=600 (or None: wait for the primary's warm-up).")
         #: How long the primary's warm-up may take before traffic starts on the fallback without it.
         self.warmup_timeout_s = warmup_timeout_s
-
         if timeout_s is not None and not 0 < timeout_s <= MAX_TIMEOUT_S:
             raise UsageError(f"timeout_s={timeout_s!r} must be a positive number of seconds up to {MAX_TIMEOUT_S:.0f}, "
                              "e.g. timeout_s=2 (or None: no timeout, the primary runs in the caller's thread).")
@@ -717,9 +716,8 @@ class Deployment:
         return None
 
     def _warm_up(self, example: Any) -> dict[str, str]:
-        """Run the example once on each loaded device, the primary within `warmup_timeout_s`
-        (compilation belongs here);
-        a primary that fails it, or whose outputs differ in structure from the fallback's, starts
+        """Run the example once on each loaded device (compilation belongs here), the primary within
+        `warmup_timeout_s`; a primary that fails it, or whose outputs differ in structure from the fallback's, starts
         with the breaker open, so traffic begins on the fallback (a lazy fallback is loaded for it
         here). The fallback's outputs set the output contract the primary's are held to on every
         request; with the fallback loaded lazily and a primary that answers the example, the primary's
