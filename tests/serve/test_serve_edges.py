@@ -845,3 +845,35 @@ def test_a_program_ending_while_abandoned_calls_are_inside_torch_exits_cleanly(t
         result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
         assert "answered=timeout" in result.stdout
+
+
+EXIT_AFTER_THREADED_CALLS = """
+import threading, torch
+from torchport.serve import Deployment
+
+deployment = Deployment(lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)),
+                        primary="cpu", fallback="cpu", timeout_s=1.0)
+
+def ask():
+    for _ in range(50):
+        deployment.predict({"inputs": [[0.1] * 8]})
+
+threads = [threading.Thread(target=ask) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("answered")
+"""
+
+
+def test_a_program_ending_after_predicts_from_many_threads_exits_cleanly(tmp_path):
+    # nothing running at the end: the idle workers that ran torch code end before the interpreter
+    # finalizes (it aborted with "terminate called without an active exception" in most runs)
+    import subprocess
+
+    script = tmp_path / "threaded.py"
+    script.write_text(EXIT_AFTER_THREADED_CALLS)
+    for _ in range(4):
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and "answered" in result.stdout, (result.returncode, result.stderr[-2000:])

@@ -49,6 +49,12 @@ def _wait_at_exit() -> None:
     deadline = time.monotonic() + EXIT_WAIT_S
     while any(handoff.running for handoff in handoffs) and time.monotonic() < deadline:
         time.sleep(0.01)
+    # the stopped workers end before the interpreter finalizes: a thread that ran torch code and is
+    # still ending (its thread-local state going) while torch's own state is torn down aborts the
+    # process ("terminate called without an active exception"), after every answer was right
+    for handoff in handoffs:
+        for thread in list(handoff._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
     left = sum(handoff.running for handoff in handoffs)
     if left:
         print(f"torchport.serve: {left} model call(s) past their timeout still running after {EXIT_WAIT_S:g} s at "
@@ -103,6 +109,8 @@ class Handoff:
         self._idle: list[_Worker] = []
         self._workers = 0
         self._closed = False
+        #: Every worker thread started (joined at interpreter exit).
+        self._threads: list[threading.Thread] = []
         #: Calls past their deadline that are still running.
         self.abandoned = 0
         _HANDOFFS.add(self)
@@ -171,7 +179,9 @@ class Handoff:
             self._workers += 1
             index = self._workers
         try:
-            return _Worker(self, f"{self.name}-{index}")
+            worker = _Worker(self, f"{self.name}-{index}")
+            self._threads.append(worker.thread)
+            return worker
         except BaseException:  # the thread could not start: its slot is free again
             with self._lock:
                 self._workers -= 1
