@@ -5,6 +5,7 @@ The primary is the emulated Trainium device (a real non-CPU PyTorch device), the
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -576,3 +577,22 @@ def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallbac
         _RELEASE_WARMUP.set()
     with pytest.raises(UsageError, match="warmup_timeout_s=0"):
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0)
+
+
+class FailsOnThePrimary(torch.nn.Module):
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            raise RuntimeError("kernel failed on the primary")
+        return inputs * 2
+
+
+def test_an_outage_is_logged_once_however_many_probes_fail(caplog):
+    with Deployment(FailsOnThePrimary, primary=PRIMARY, fallback="cpu", failure_threshold=1,
+                    reset_after_s=0.0) as deployment:
+        for _ in range(12):
+            deployment.predict({"inputs": [[1.0, 2.0]]})
+            deployment.flush()
+        probes = re.search(r'torchport_serve_probes_total\{result="failure"\} (\S+)', deployment.metrics.exposition()[0].decode())
+        assert probes and float(probes.group(1)) >= 3  # the probes ran and failed, reopening it each time
+        said = [record.getMessage() for record in caplog.records if record.name == "torchport.serve"]
+        assert sum("out of service" in line for line in said) == 1, said

@@ -242,7 +242,7 @@ def test_an_output_shape_the_fallback_confirms_for_an_example_shaped_input_is_le
         assert 'result="learned"} 1.0' in deployment.metrics.exposition()[0].decode()
 
 
-def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400():
+def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400(caplog):
     def preprocess(payload):
         if payload.get("vocabulary"):
             open("/nonexistent/vocab.txt")  # the server's fault: a file its deployment lacks
@@ -258,6 +258,9 @@ def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a
         assert rejected.value.status == 400
         exposition = deployment.metrics.exposition()[0].decode()
         assert 'reason="preprocess_error"} 1.0' in exposition and 'reason="invalid_input"} 1.0' in exposition
+        # the server's own fault leaves its traceback in the log
+        logged = [record for record in caplog.records if record.name == "torchport.serve" and record.exc_info]
+        assert len(logged) == 1 and logged[0].exc_info[0] is FileNotFoundError
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, GeneratorExit])

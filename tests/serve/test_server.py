@@ -201,6 +201,7 @@ def test_drain_over_http_finishes_in_flight_and_refuses_new():
     deployment.close()
     assert results[0][0] == 200 and results[0][1]["x-torchport-role"] == "primary"
     assert refused[0] == 503 and refused[2]["error"] == "draining"
+    assert refused[1]["connection"] == "close"  # a kept-alive client reconnects, not cut at the port's close
     assert ready[0] == 503 and ready[2]["draining"] is True
 
 

@@ -206,7 +206,7 @@ def run(args) -> int:
     slot.deployment.close(drain_s=0)  # the server drained it, up to --drain-timeout-s
     if slot.abandoned:  # answered 503 at the drain timeout, still computing: the exit does not wait for them
         print(f"torchport: {slot.abandoned} request(s) answered 503 at the drain timeout were still being "
-              "computed; exiting without them.", file=sys.stderr, flush=True)
+              "computed or queued; exiting without them.", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(0)
     return 0

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 from torchport.errors import UsageError
 from torchport.serve.batching import MicroBatcher
-from torchport.serve.breaker import CLOSED, OPEN, CircuitBreaker
+from torchport.serve.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
                                     PreprocessFailed, ServeError, UnserializableOutput)
 from torchport.serve.handoff import Busy, Deadline, Handoff
@@ -763,7 +763,8 @@ class Deployment:
         """Metrics and the log follow the breaker; the primary taken back into service after failing
         its warm-up has /readyz say so."""
         self.metrics.breaker_changed(state)
-        if state == OPEN:
+        reopened = bool(self.breaker.history) and self.breaker.history[-1][0] == HALF_OPEN
+        if state == OPEN and not reopened:  # a probe that failed reopens it: the same outage, said once
             _log.warning("the primary %r is out of service (circuit breaker open): requests go to the fallback %r; "
                          "probing it every %g s", self.primary.name, self.fallback.name, self.breaker.reset_after_s)
         elif state == CLOSED:
@@ -981,6 +982,7 @@ class Deployment:
             if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
                 raise  # Ctrl-C of a program calling predict
             self.metrics.rejected(PreprocessFailed.kind)
+            _log.error("the factory's preprocess failed (500 preprocess_error)", exc_info=error)
             raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
                                    "this kind is the server's (its code or files), not the request's.") from error
         except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server

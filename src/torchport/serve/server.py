@@ -187,6 +187,8 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
             headers = {"retry-after": "1"} if error.status in (429, 503) else None
             if error.status in (408, 413):  # the body was not read to its end: the rest must not become a request
                 headers = {"connection": "close"}
+            elif isinstance(error, Draining):  # the port closes soon: a kept-alive client reconnects elsewhere now
+                headers = {"retry-after": "1", "connection": "close"}
             return _error(error.status, error.kind, str(error), headers)
         # the body was rendered to JSON by the deployment, which refused (and counted) one that cannot be
         return Response(result.content, media_type="application/json", headers={
@@ -276,8 +278,8 @@ def make_server(deployment, app, host: str = "127.0.0.1", port: int = 8000, drai
                 name = signal.Signals(sig).name
             except ValueError:
                 name = f"signal {sig}"
-            print(f"torchport: {name} received: draining {slot.deployment.in_flight} request(s) in flight (up to "
-                  f"{drain_timeout_s:g} s); new requests get 503.", file=sys.stderr, flush=True)
+            print(f"torchport: {name} received: draining {slot.deployment.in_flight} request(s) admitted (running or "
+                  f"queued; up to {drain_timeout_s:g} s); new requests get 503.", file=sys.stderr, flush=True)
             threading.Thread(target=self.drain_then_exit, name="torchport-drain", daemon=True).start()
 
         def drain_then_exit(self):
