@@ -579,6 +579,32 @@ def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallbac
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0)
 
 
+_RELEASE_RESHAPE = threading.Event()
+
+
+class HangsOnALargerBatch(torch.nn.Module):
+    """A primary that answers the example but hangs on it doubled (a recompilation for a new shape)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu" and inputs.shape[0] > 2:
+            _RELEASE_RESHAPE.wait(30)
+        return self.linear(inputs)
+
+
+def test_with_a_lazy_fallback_every_warm_up_run_of_the_primary_has_the_limit():
+    factory = lambda: {"model": HangsOnALargerBatch(), "example": torch.randn(2, 4)}  # noqa: E731
+    started = time.monotonic()
+    try:
+        with Deployment(factory, primary=PRIMARY, fallback="cpu", lazy_fallback=True, warmup_timeout_s=0.5) as deployment:
+            assert time.monotonic() - started < 10 and deployment.ready
+    finally:
+        _RELEASE_RESHAPE.set()
+
+
 class FailsOnThePrimary(torch.nn.Module):
     def forward(self, inputs):
         if inputs.device.type != "cpu":

@@ -29,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
+import functools
 import logging
 import threading
 import time
@@ -748,7 +749,9 @@ class Deployment:
             source = PRIMARY  # the fallback loads lazily
         if source is not None:
             reference, replica = signatures[source], self.fallback if source == FALLBACK else self.primary
-            self.contract = OutputContract(reference, example, batched_paths(replica.run, example, reference),
+            # the doubled example: on the primary (a lazy fallback's contract), within the warm-up's limit too
+            run = functools.partial(self._warm_up_run, replica)
+            self.contract = OutputContract(reference, example, batched_paths(run, example, reference),
                                            self.primary.profile_downcasts())
             self.contract_source = source
             if source == FALLBACK and results.get(PRIMARY) == "ok":
