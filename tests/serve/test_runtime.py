@@ -537,19 +537,22 @@ def test_a_factory_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
         assert len(deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).body["outputs"][0]) == 2
 
 
-_RELEASE_WARMUP = threading.Event()
+#: Released at each test's end, so that no thread stays in a model.
+_RELEASES = {"warmup": threading.Event(), "reshape": threading.Event()}
 
 
 class HangsOnThePrimary(torch.nn.Module):
-    """A primary whose runtime hangs on its first call (a compiler that never returns)."""
+    """A primary whose runtime hangs on its first call (a compiler that never returns), or only on a
+    batch of more than `from_rows` rows (a recompilation for a new shape), until `release` is set."""
 
-    def __init__(self):
+    def __init__(self, release: str = "warmup", from_rows: int = 0):
         super().__init__()
         self.linear = torch.nn.Linear(4, 2)
+        self.release, self.from_rows = release, from_rows
 
     def forward(self, inputs):
-        if inputs.device.type != "cpu":
-            _RELEASE_WARMUP.wait(30)
+        if inputs.device.type != "cpu" and inputs.shape[0] > self.from_rows:
+            _RELEASES[self.release].wait(30)
         return self.linear(inputs)
 
 
@@ -563,7 +566,7 @@ def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallbac
             assert deployment.breaker.state == OPEN
             answer = deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]})
             assert (answer.role, answer.routed) == ("fallback", "breaker_open")
-            _RELEASE_WARMUP.set()  # the warm-up ends (a compile finishing): the probes take it back
+            _RELEASES["warmup"].set()  # the warm-up ends (a compile finishing): the probes take it back
             deployment.breaker.reset_after_s = 0.0
             deadline = time.monotonic() + 20
             while deployment.breaker.state != "closed" and time.monotonic() < deadline:
@@ -574,35 +577,19 @@ def test_a_primary_hanging_on_the_example_at_start_leaves_traffic_to_the_fallbac
             said = [record.getMessage() for record in caplog.records if record.name == "torchport.serve"]
             assert any("out of service" in line for line in said) and any("back in service" in line for line in said)
     finally:
-        _RELEASE_WARMUP.set()
+        _RELEASES["warmup"].set()
     with pytest.raises(UsageError, match="warmup_timeout_s=0"):
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0)
 
 
-_RELEASE_RESHAPE = threading.Event()
-
-
-class HangsOnALargerBatch(torch.nn.Module):
-    """A primary that answers the example but hangs on it doubled (a recompilation for a new shape)."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 2)
-
-    def forward(self, inputs):
-        if inputs.device.type != "cpu" and inputs.shape[0] > 2:
-            _RELEASE_RESHAPE.wait(30)
-        return self.linear(inputs)
-
-
 def test_with_a_lazy_fallback_every_warm_up_run_of_the_primary_has_the_limit():
-    factory = lambda: {"model": HangsOnALargerBatch(), "example": torch.randn(2, 4)}  # noqa: E731
+    factory = lambda: {"model": HangsOnThePrimary("reshape", from_rows=2), "example": torch.randn(2, 4)}  # noqa: E731
     started = time.monotonic()
     try:
         with Deployment(factory, primary=PRIMARY, fallback="cpu", lazy_fallback=True, warmup_timeout_s=0.5) as deployment:
             assert time.monotonic() - started < 10 and deployment.ready
     finally:
-        _RELEASE_RESHAPE.set()
+        _RELEASES["reshape"].set()
 
 
 class FailsOnThePrimary(torch.nn.Module):
