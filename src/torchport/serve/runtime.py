@@ -1030,13 +1030,17 @@ class Deployment:
         started = time.perf_counter() if started is None else started
         if window is not None:
             window.arrived = started
-        # rows of a 2-D or higher input; a 1-D input has no row dimension to join along. A request the
-        # primary cannot compute (out of its integer range) goes alone, not taking its batch with it
-        batched = (self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
-                   and not (self._narrowed and out_of_range(inputs, self._narrowed)))
+        # An input the primary cannot compute (out of its integer range) goes to the fallback first,
+        # whatever the breaker and the canary share say, alone (not taking a micro-batch with it): it
+        # probes nothing and is not shadowed. Rows of a 2-D or higher input may be joined; a 1-D input
+        # has no row dimension to join along
+        beyond = failed is None and bool(self._narrowed) and out_of_range(inputs, self._narrowed) is not None
+        batched = self.batcher is not None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
         try:
             if failed is not None:
                 answer = Answer(self._fail_over(failed, inputs), FALLBACK, self.fallback.name, failover=failed.cause)
+            elif beyond:
+                answer = Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
             elif batched:
                 answer = self.batcher(inputs)
             else:
@@ -1121,10 +1125,7 @@ class Deployment:
     def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
         primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`.
-        An input the primary cannot compute (out of its integer range) goes to the fallback first,
-        whatever the breaker and the canary share say: it probes nothing and is not shadowed."""
-        if self._narrowed and out_of_range(inputs, self._narrowed):
-            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
+        `inputs` fit the primary's integer range (`_infer` routed the others)."""
         if not self.breaker.allows_primary():
             if self.breaker.try_start_probe():
                 self._background.submit(self._probe, inputs, postprocess, bounded=False)
