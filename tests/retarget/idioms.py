@@ -722,6 +722,12 @@ IDIOMS = [
      "result = (adj.is_cuda, adj.is_sparse, adj.to_dense().tolist(), isinstance(adj, torch.cuda.sparse.FloatTensor), "
      "isinstance(adj, torch.cuda.FloatTensor), tuple(empty.shape), adj.type())",
      "result = (True, True, [[0.0, 3.0], [4.0, 0.0]], True, False, (2, 3), 'torch.cuda.sparse.FloatTensor')"),
+    # `x.type(torch.cuda.sparse.<T>)` converts the dtype and keeps the layout (a dense tensor stays dense)
+    ("legacy_sparse_type_conversion",
+     "import torch\nadj = torch.sparse_coo_tensor([[0, 1], [1, 0]], [3., 4.], (2, 2)).cuda()\ndense = torch.ones(2).cuda()\n"
+     "result = (adj.type(torch.cuda.sparse.DoubleTensor).type(), str(adj.type('torch.cuda.sparse.DoubleTensor').dtype), "
+     "dense.type(torch.cuda.sparse.DoubleTensor).type())",
+     "result = ('torch.cuda.sparse.DoubleTensor', 'torch.float64', 'torch.cuda.DoubleTensor')"),
     # `x.to(other)` takes the other tensor's device and dtype: a batch sent where the model's weights are
     ("to_another_tensor_is_a_transfer_to_its_device",
      "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nweight = next(model.parameters())\nX = torch.ones(4, 2)\n"

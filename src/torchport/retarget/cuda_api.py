@@ -1237,9 +1237,11 @@ def build_cuda_module() -> types.ModuleType:
     for dtype, prefix in legacy:
         setattr(module, f"{prefix}Tensor", _tensor_type(dtype, f"{prefix}Tensor"))
         LEGACY_TENSOR_TYPES[f"torch.cuda.{prefix}Tensor"] = dtype
+    sparse = [(dtype, prefix) for dtype, prefix in legacy if hasattr(_real_cuda.sparse, f"{prefix}Tensor")]
     module.sparse = facade_module(_real_cuda.sparse, {  # torch.cuda.sparse.FloatTensor and kin (no Bool)
-        f"{prefix}Tensor": _tensor_type(dtype, f"{prefix}Tensor", sparse=True)
-        for dtype, prefix in legacy if hasattr(_real_cuda.sparse, f"{prefix}Tensor")})
+        f"{prefix}Tensor": _tensor_type(dtype, f"{prefix}Tensor", sparse=True) for dtype, prefix in sparse})
+    # `x.type(torch.cuda.sparse.DoubleTensor)` converts the dtype and keeps x's layout, as torch does
+    LEGACY_TENSOR_TYPES.update({f"torch.cuda.sparse.{prefix}Tensor": dtype for dtype, prefix in sparse})
     module.OutOfMemoryError = torch.OutOfMemoryError
     mirror(_real_cuda, module, {name: value for name, value in vars(module).items()
                                 if not name.startswith("__")

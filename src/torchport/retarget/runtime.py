@@ -586,7 +586,8 @@ def tensor_type(site: int, obj, *args, **kwargs):
         return ("torch.cuda.sparse." if obj.is_sparse else "torch.cuda.") + name.rsplit(".", 1)[-1]
     wanted = args[0] if args else kwargs["dtype"]
     if not isinstance(wanted, str):
-        wanted = f"torch.cuda.{wanted.__name__}" if getattr(wanted, "__module__", None) == "torch.cuda" else None
+        module = getattr(wanted, "__module__", None)
+        wanted = f"{module}.{wanted.__name__}" if module in ("torch.cuda", "torch.cuda.sparse") else None
     dtype = cuda_api.LEGACY_TENSOR_TYPES.get(wanted)
     if dtype is None:
         return obj.type(*args, **kwargs)
