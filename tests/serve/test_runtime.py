@@ -537,6 +537,21 @@ def test_a_factory_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
         assert len(deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).body["outputs"][0]) == 2
 
 
+
+def test_a_factory_file_that_fails_to_import_leaves_no_half_run_module(tmp_path, monkeypatch):
+    # the first try fails in the file's own code; once the file is fixed, the same entry loads it
+    entry = tmp_path / "entry_fixed_later.py"
+    entry.write_text("import torch\nraise RuntimeError('weights missing')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    with pytest.raises(UsageError, match="weights missing"):
+        Deployment("entry_fixed_later.py:make", primary=PRIMARY, fallback="cpu")
+    assert "entry_fixed_later" not in sys.modules
+    entry.write_text("import torch\ndef make():\n    return torch.nn.Linear(4, 2)\n")
+    with Deployment("entry_fixed_later.py:make", primary=PRIMARY, fallback="cpu") as deployment:
+        assert len(deployment.predict({"inputs": [[1.0, 2.0, 3.0, 4.0]]}).body["outputs"][0]) == 2
+
 #: Released at each test's end, so that no thread stays in a model.
 _RELEASES = {"warmup": threading.Event(), "reshape": threading.Event()}
 

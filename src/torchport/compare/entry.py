@@ -32,8 +32,13 @@ def _import(module_text: str, entry: str):
             sys.path.insert(0, folder)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules.setdefault(path.stem, module)
-        spec.loader.exec_module(module)
+        ours = sys.modules.setdefault(path.stem, module) is module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            if ours and sys.modules.get(path.stem) is module:  # no half-run module left for a later import
+                del sys.modules[path.stem]
+            raise
         return module
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
