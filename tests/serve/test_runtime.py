@@ -374,6 +374,18 @@ def test_only_modules_that_compute_differently_in_eval_mode_are_named_as_served_
     with Deployment(Branchy, primary=PRIMARY, fallback="cpu") as deployment:
         assert deployment.spec.training == ("the model (Branchy)",)
 
+    class NoisyWhileTraining(torch.nn.Module):  # reads the mode through getattr, as mixins often do
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, inputs):
+            noisy = getattr(self, "training", False)
+            return self.linear(inputs + 0.1 * torch.randn_like(inputs) if noisy else inputs)
+
+    with Deployment(NoisyWhileTraining, primary=PRIMARY, fallback="cpu") as deployment:
+        assert deployment.spec.training == ("the model (NoisyWhileTraining)",)
+
 
 class CountingModel(torch.nn.Module):
     """make_linear's model, counting its calls on the primary (non-CPU) device."""

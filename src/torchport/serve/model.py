@@ -321,11 +321,14 @@ def _reads_mode(module) -> bool:
 
 
 def _names(code) -> set[str]:
-    """The names a function's code uses, its nested functions' included."""
+    """The names a function's code uses, its nested functions' included, and its string constants
+    (`getattr(self, "training")` names the attribute in a string)."""
     names = set(code.co_names)
     for constant in code.co_consts:
         if hasattr(constant, "co_names"):
             names |= _names(constant)
+        elif isinstance(constant, str):
+            names.add(constant)
     return names
 
 
