@@ -97,6 +97,42 @@ def test_a_batch_that_fails_over_counts_every_request_it_answered():
         assert metric(deployment, 'torchport_serve_requests_total{device="cpu",outcome="failover",role="fallback"}') == 3
 
 
+
+class FixedBatchPrimary(torch.nn.Module):
+    """On the primary, a graph compiled for batches of at most `limit` rows (a static-shape device)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.model = make_linear()
+        self.limit = limit
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu" and inputs.shape[0] > self.limit:
+            raise RuntimeError(f"compiled for batches of at most {self.limit} rows, got {inputs.shape[0]}")
+        return self.model(inputs)
+
+
+def test_micro_batches_are_capped_at_the_largest_batch_the_primary_answers_at_start(caplog):
+    # requests of one row each, 8 at once: joined to 8 rows they would all fail on the primary, open
+    # the breaker, and its probes (joined batches too) would keep it open for good
+    with caplog.at_level("WARNING", logger="torchport.serve"):
+        deployment = Deployment(lambda: {"model": FixedBatchPrimary(4), "example": EXAMPLE}, primary=PRIMARY,
+                                fallback="cpu", batch_max_size=8, batch_wait_s=0.2, failure_threshold=1)
+    with deployment:
+        assert deployment.batcher.max_size == 4
+        batching = deployment.status()["batching"]
+        assert batching["max_size"] == 4 and batching["asked"] == 8
+        assert "8 rows: RuntimeError: compiled for batches of at most 4 rows" in batching["primary_failed"][0]
+        assert "micro-batches capped at 4 rows (asked: 8" in caplog.text
+        results = batch_of_requests(deployment, [sample(index) for index in range(8)])
+        assert [answer.role for answer in results] == ["primary"] * 8 and deployment.breaker.state == "closed"
+        for index, answer in enumerate(results):
+            expected = make_linear()(torch.tensor(sample(index)))
+            assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
+    with Deployment(lambda: {"model": FixedBatchPrimary(8), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=8) as deployment:  # a primary that takes the whole batch: no cap
+        assert deployment.batcher.max_size == 8 and deployment.status()["batching"] == {"max_size": 8}
+
 class HangsThenRejects(torch.nn.Module):
     """The primary hangs (timeout), runs out of memory or returns NaN for the marked inputs; the
     fallback rejects every row whose first value is a marker (as out of range)."""

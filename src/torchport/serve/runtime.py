@@ -662,12 +662,15 @@ class Deployment:
         #: Joins concurrent single-tensor requests into one call when batch_max_size > 1 (off by default);
         #: it splits the outputs the contract found to follow the batch and gives the others whole.
         self.batcher = None
+        #: Micro-batching's size limit, and where the primary failed the example joined to a larger batch.
+        self.batching: dict[str, Any] | None = None
         if batch_max_size > 1:
             if self.contract is None:
                 raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs the factory's 'example' "
                                  "answered by the fallback, to learn which outputs follow the batch "
                                  f"({self._contract_status()}). Return {{'model': ..., 'example': inputs}} from the "
                                  "factory, or turn batching off.")
+            batch_max_size = self._batch_the_primary_takes(batch_max_size)
             self._check_batching(batch_max_size, max_concurrency)
             self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s, self.contract.batched)
 
@@ -698,6 +701,45 @@ class Deployment:
             raise UsageError(f"batch_max_size={batch_max_size} is more than max_concurrency={max_concurrency}: a batch "
                              "joins only requests running at once, so it could never fill. Raise max_concurrency "
                              f"(--max-concurrency) to at least {batch_max_size}.")
+
+    def _batch_the_primary_takes(self, batch_max_size: int) -> int:
+        """The largest micro-batch the primary answers at start: the example repeated up to
+        `batch_max_size` rows runs on it within the warm-up limit (on a compiling device, the largest
+        batch compiles here, not on the first full batch of live traffic); where it fails (a graph
+        compiled for a fixed batch, out of memory, NaN), half that size is tried, down to the example's
+        own rows, which passed the warm-up. Joined batches the primary cannot take would fail over as a
+        whole and open the breaker, whose probes (batches too) would then keep it open while each
+        request alone would have been answered. A cap is logged and /readyz reports it."""
+        import torch
+
+        from torchport.compare.tree import map_tensors
+
+        self.batching = {"max_size": batch_max_size}
+        rows = _batch(self.spec.example) or 0
+        if self.warmup.get(PRIMARY) != "ok" or not self.primary.loaded or rows < 1:
+            return batch_max_size  # a primary out of service at start is not tried
+        size, failures = batch_max_size, []
+        while size > rows:
+            repeats = -(-size // rows)
+            batch = map_tensors(lambda tensor, repeats=repeats, size=size: torch.cat([tensor] * repeats)[:size],
+                                self.spec.example)
+            try:
+                bad = nonfinite_count(self._warm_up_run(self.primary, batch))
+                if not bad:
+                    break
+                failures.append(f"{size} rows: {bad} NaN or inf elements in the outputs")
+            except TimeoutError as error:  # hung: not tried again at other sizes, each a warm-up limit long
+                failures.append(f"{size} rows: {type(error).__name__}: {error}")
+                size = rows
+                break
+            except (Exception, SystemExit) as error:
+                failures.append(f"{size} rows: {type(error).__name__}: {error}")
+            size = max(rows, size // 2)
+        if failures:
+            self.batching = {"max_size": size, "asked": batch_max_size, "primary_failed": failures}
+            _log.warning("micro-batches capped at %d rows (asked: %d, --batch-max-size): the primary %r failed the "
+                         "example joined to %s", size, batch_max_size, self.primary.name, "; ".join(failures))
+        return size
 
     def _load_primary(self) -> str | None:
         try:
@@ -841,6 +883,7 @@ class Deployment:
             "warmup": self.warmup or None,
             "output_contract": self._contract_status(),
             "canary": self.canary_share,
+            "batching": self.batching,
             "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
                        "note": self.shadow_note or None},
