@@ -63,6 +63,8 @@ def test_bad_requests_get_json_4xx_without_traceback(served, body, status, kind)
     deployment, client = served
     answer_status, headers, answer = client.predict(body)
     assert (answer_status, answer["error"]) == (status, kind)
+    if body == b"{not json":  # the default preprocess: its request form is the example
+        assert 'Send e.g. {"inputs": [[0.1, 0.2]]}' in answer["detail"]
     assert "Traceback" not in answer["detail"] and len(answer["detail"]) > 20
 
 
@@ -88,6 +90,9 @@ def test_a_lone_surrogate_a_client_sent_and_the_factory_echoes_stays_a_4xx_or_a_
         client = Client(url)
         status, _, body = client.predict(b'{"text": "hello \\ud800x"}')
         assert (status, body["error"]) == (400, "invalid_input") and "\ud800x" in body["detail"]
+        status, _, body = client.predict(b'{"text": "hello')  # cut short: no hint of the default's {"inputs": ...}
+        assert status == 400 and "the JSON this model's preprocess takes" in body["detail"]
+        assert '"inputs"' not in body["detail"]
         status, headers, body = client.predict(b'{"text": "hello \\ud800x", "strict": false}')
         assert status == 200 and body == {"outputs": [[0.0, 0.0]], "echo": "x\ud800"}
         assert headers["x-torchport-role"] == "primary"
@@ -130,8 +135,9 @@ def test_metrics_expose_every_documented_family(served):
     deployment.flush()
     status, headers, text = client.request("GET", "/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain")
-    for name in METRIC_NAMES:
-        assert f"# TYPE {name.removesuffix('_total')}" in text, name
+    exported = {line.split()[2]: line.split()[3] for line in text.splitlines()
+                if line.startswith("# TYPE torchport_serve_") and not line.split()[2].endswith("_created")}
+    assert exported == {name: kind for name, (kind, _) in METRIC_NAMES.items()}  # one list, both ways
     assert 'torchport_serve_failovers_total{cause="nonfinite"}' in text
     assert f'torchport_serve_device_memory_bytes{{device="{PRIMARY}",role="primary",stat="allocated"}}' in text
     assert 'torchport_serve_device_memory_bytes{device="cpu",role="fallback",stat="process_resident"}' in text
@@ -242,3 +248,21 @@ def test_a_stalled_body_gets_a_json_408_and_a_departed_client_is_counted_without
     deployment.close()
     assert 'torchport_serve_rejected_total{reason="body_timeout"} 1.0' in exposition
     assert "Exception in ASGI application" not in caplog.text
+
+
+def test_the_readme_metrics_table_lists_every_metric_with_its_type():
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    table = readme.split("### Metrics (Grafana-ready)", 1)[1].split("\n\n", 2)[1]
+    documented = {}
+    for row in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        for name in names:  # `a_last_cosine`, `..._last_max_abs_error`: the second shares the first's stem
+            if name.startswith("..."):
+                name = names[0].rsplit("_", 2)[0] + name[3:]
+            documented[name] = cells[1]
+    assert documented == {name: kind for name, (kind, _) in METRIC_NAMES.items()}
+

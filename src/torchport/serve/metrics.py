@@ -35,6 +35,8 @@ METRIC_NAMES = {
     "torchport_serve_shadow_drift_alarm": ("gauge", "1 while the drift alarm is raised"),
     "torchport_serve_shadow_last_cosine": ("gauge", "cosine of the last comparison (NaN: not measurable)"),
     "torchport_serve_shadow_last_max_abs_error": ("gauge", "max abs error of the last comparison (NaN: not measurable)"),
+    "torchport_serve_contract_checks_total": ("counter", "result (learned | agreed | differed | fallback_failed): "
+                                              "outputs outside the output contract judged by the fallback's answer"),
     "torchport_serve_rejected_total": ("counter", "reason (invalid_input | payload_too_large | body_timeout | client_disconnected | overloaded | draining | "
                                        "preprocess_error | postprocess_error | ...)"),
     "torchport_serve_in_flight": ("gauge", "requests being answered"),

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from torchport.errors import UsageError
 from torchport.serve.errors import (BodyTimeout, ClientDisconnected, Draining, InvalidInput, Overloaded, PayloadTooLarge,
                                     ServeError)
-from torchport.serve.model import json_bytes
+from torchport.serve.model import default_preprocess, json_bytes
 
 __all__ = ["Slot", "create_app", "make_server", "bind", "running_server", "require_server_stack", "DEVICE_HEADER",
            "ROLE_HEADER", "FAILOVER_HEADER", "ROUTED_HEADER", "LOADING"]
@@ -168,8 +168,11 @@ def create_app(deployment, *, max_body_bytes: int = 1 << 20, max_queue: int = 64
                 else:
                     payload = json.loads(body)
             except (ValueError, RecursionError) as error:  # RecursionError: nesting too deep to parse
+                # the default request's form as the example; a factory's own preprocess has its own form
+                form = ('e.g. {"inputs": [[0.1, 0.2]]}' if deployment.spec.preprocess is default_preprocess
+                        else "the JSON this model's preprocess takes")
                 raise InvalidInput(f"The request body is not JSON ({type(error).__name__}: {error}). "
-                                   'Send e.g. {"inputs": [[0.1, 0.2]]} with Content-Type: application/json.') from None
+                                   f"Send {form} with Content-Type: application/json.") from None
             admission_limit = deployment.max_concurrency + max_queue
             if admitted["count"] >= admission_limit:
                 raise Overloaded(f"{admitted['count']} requests are running or queued; the limit is {admission_limit} "
