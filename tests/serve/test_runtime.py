@@ -270,9 +270,15 @@ def test_weights_are_loaded_with_weights_only(tmp_path):
     with pytest.raises(UsageError, match="weights_only=True"):
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "pickled.pt"))
     torch.save({"weight": RunsCommand()}, tmp_path / "command.pt")  # a blocked global (os.system): refused as such
-    with pytest.raises(UsageError, match="holds objects, not only tensors") as refused:
+    with pytest.raises(UsageError, match="holds Python objects, not only tensors") as refused:
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "command.pt"))
     assert "system" in str(refused.value) and "corrupt" not in str(refused.value)
+    import numpy  # a training checkpoint: a clean state dict beside a numpy value (the best scores so far)
+
+    torch.save({"model_state_dict": trained.state_dict(), "best_scores": numpy.array([0.5])}, tmp_path / "numpy.pt")
+    with pytest.raises(UsageError, match="other objects beside its state dict") as refused:
+        Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "numpy.pt"))
+    assert "numpy" in str(refused.value) and "weights_only=False" not in str(refused.value)
     (tmp_path / "junk.pt").write_text("not a checkpoint")  # corrupt or another format: no advice to drop weights_only
     with pytest.raises(UsageError, match="not a readable torch checkpoint") as refused:
         Deployment(make_linear, primary=PRIMARY, fallback="cpu", weights=str(tmp_path / "junk.pt"))

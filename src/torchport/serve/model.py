@@ -411,9 +411,11 @@ def load_weights(model, path: str) -> None:
         at = detail.lower().find("unsupported global")
         if at >= 0:  # the unpickler met a global (a class, a function such as os.system): refused, nothing ran
             found = detail[at:].splitlines()[0].split(" was not ")[0]
-            raise UsageError(f"Weights file {path!r} holds objects, not only tensors ({found}); it is refused, since "
-                             "loading it would run code (weights_only=True). Save the state dict "
-                             "(torch.save(model.state_dict(), path)), not the pickled model.") from None
+            raise UsageError(f"Weights file {path!r} holds Python objects, not only tensors ({found}): a whole model "
+                             "saved with torch.save(model), or a checkpoint with other objects beside its state dict "
+                             "(numpy arrays, a config); it is refused, since loading it would run code "
+                             "(weights_only=True). Save the state dict alone where the file is written "
+                             "(torch.save(model.state_dict(), path)).") from None
         found = detail.strip().splitlines()[-1] if detail.strip() else type(error).__name__
         raise UsageError(f"Weights file {path!r} is not a readable torch checkpoint (corrupt, truncated, or another "
                          f"format: {found}). Pass a file written by torch.save(model.state_dict(), path).") from None
