@@ -45,11 +45,11 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 scaler = torch.cuda.amp.GradScaler(enabled=args.amp)
 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-step, losses, step_seconds = 0, [], []
+step, losses, step_seconds, step_cpu_seconds = 0, [], [], []
 start.record()
 while step < args.steps:
     for x, y in loader:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         x, y = x.cuda(non_blocking=True), y.to(args.device, non_blocking=True)
         with torch.cuda.amp.autocast(enabled=args.amp):
             _, loss = model(x, y)
@@ -61,6 +61,7 @@ while step < args.steps:
         scaler.update()
         losses.append(loss.item())
         step_seconds.append(time.perf_counter() - began)
+        step_cpu_seconds.append(time.thread_time() - began_cpu)  # this thread's CPU time
         step += 1
         if step % 10 == 0:
             print(f"step {step:4d}  loss {losses[-1]:.4f}")
@@ -82,5 +83,6 @@ with torch.no_grad():
 print(f"final loss {losses[-1]:.4f}; reloaded checkpoint loss {reloaded_loss.item():.4f}")
 if args.result:
     with open(args.result, "w") as handle:
-        json.dump({"losses": losses, "reloaded_loss": reloaded_loss.item(), "step_seconds": step_seconds},
+        json.dump({"losses": losses, "reloaded_loss": reloaded_loss.item(), "step_seconds": step_seconds,
+                   "step_cpu_seconds": step_cpu_seconds},
                   handle)

@@ -42,10 +42,10 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 amp_dtype = None if args.amp_dtype == "none" else getattr(torch, args.amp_dtype)
 scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
 
-step, losses, step_seconds = 0, [], []
+step, losses, step_seconds, step_cpu_seconds = 0, [], [], []
 while step < args.steps:
     for x, y in loader:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             _, loss = model(x, y)
@@ -57,6 +57,7 @@ while step < args.steps:
         scaler.update()
         losses.append(loss.item())
         step_seconds.append(time.perf_counter() - began)
+        step_cpu_seconds.append(time.thread_time() - began_cpu)  # this thread's CPU time
         step += 1
         if step % 10 == 0:
             print(f"step {step:4d}  loss {losses[-1]:.4f}")
@@ -74,5 +75,6 @@ with torch.no_grad():
 print(f"final loss {losses[-1]:.4f}; reloaded checkpoint loss {reloaded_loss.item():.4f}")
 if args.result:
     with open(args.result, "w") as handle:
-        json.dump({"losses": losses, "reloaded_loss": reloaded_loss.item(), "step_seconds": step_seconds},
+        json.dump({"losses": losses, "reloaded_loss": reloaded_loss.item(), "step_seconds": step_seconds,
+                   "step_cpu_seconds": step_cpu_seconds},
                   handle)
