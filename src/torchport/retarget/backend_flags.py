@@ -15,7 +15,7 @@ import types
 
 import torch
 
-from torchport.retarget import attention, state
+from torchport.retarget import attention, standin, state
 
 __all__ = ["FlagNamespace", "build_backends_module"]
 
@@ -74,14 +74,12 @@ def _set_cuda_flag(real, api: str, name: str, value) -> None:
 
 
 def build_backends_module(real_backends) -> types.ModuleType:
-    """A `torch.backends` whose cudnn and cuda members apply the mapping above."""
-    module = types.ModuleType("torch.backends")
-    module.__dict__.update(real_backends.__dict__)
-    module.cudnn = FlagNamespace(real_backends.cudnn, "torch.backends.cudnn", _set_cudnn)
+    """A `torch.backends` whose cudnn and cuda members apply the mapping above; every other name,
+    the properties of its class included (`torch.backends.fp32_precision`), is the real module's."""
     cuda_flags = types.ModuleType("torch.backends.cuda")
     cuda_flags.__dict__.update(real_backends.cuda.__dict__)
     cuda_flags.matmul = FlagNamespace(real_backends.cuda.matmul, "torch.backends.cuda.matmul", _set_cuda_flag)
     cuda_flags.sdp_kernel = attention.sdp_kernel
     cuda_flags.__dict__.update(attention.FLAG_READERS)
-    module.cuda = cuda_flags
-    return module
+    return standin.facade_module(real_backends, {
+        "cudnn": FlagNamespace(real_backends.cudnn, "torch.backends.cudnn", _set_cudnn), "cuda": cuda_flags})

@@ -87,9 +87,16 @@ class FacadeModule(types.ModuleType):
     the real module); a name the application sets or deletes is set or deleted on the real module
     too, so that patching torch (`torch.serialization.location_tag = ...`, `mock.patch.object`)
     reaches torch and the libraries as it does without torchport. A replaced name is set in the
-    facade alone: the stand-in behind it calls the genuine object, which stays in place."""
+    facade alone: the stand-in behind it calls the genuine object, which stays in place. A property
+    of the real module's class (`torch.backends.fp32_precision`) is read and set on the real module
+    only, so the application reads what torch holds."""
 
     def __setattr__(self, name: str, value) -> None:
+        real = self.__dict__.get("_torchport_real")
+        if (real is not None and name not in self.__dict__.get("_torchport_overrides", ())
+                and hasattr(type(getattr(type(real), name, None)), "__set__")):
+            setattr(real, name, value)
+            return
         super().__setattr__(name, value)
         if name not in self.__dict__.get("_torchport_overrides", ()) and not name.startswith("_torchport"):
             setattr(self.__dict__["_torchport_real"], name, value)
