@@ -379,8 +379,11 @@ class Facades:
         self.attention = _facade_module(torch.nn.attention, {"sdpa_kernel": attention.sdpa_kernel})
         self.autograd_profiler = _facade_module(torch.autograd.profiler, {"emit_nvtx": profiler.emit_nvtx})
         self.autograd = _facade_module(torch.autograd, {"profiler": self.autograd_profiler})
+        self.parallel = _facade_module(torch.nn.parallel, {"DataParallel": data_parallel.DataParallel,
+                                                           "data_parallel": data_parallel.data_parallel})
         self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
                                             "DataParallel": data_parallel.DataParallel,
+                                            "parallel": self.parallel,
                                             "attention": self.attention})
         self.torch = _facade_module(
             torch,
@@ -431,6 +434,7 @@ class Facades:
             "torch.random": self.random,
             "torch.nn": self.nn,
             "torch.nn.attention": self.attention,
+            "torch.nn.parallel": self.parallel,
             "torch.autograd": self.autograd,
             "torch.autograd.profiler": self.autograd_profiler,
         }
