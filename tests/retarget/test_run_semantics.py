@@ -1,6 +1,7 @@
 """The retargeted program sees what it would see without torchport: argv, __name__, exit status,
 tracebacks; and bad input to `torchport run` is one clear line with exit code 2."""
 
+import json
 import os
 import subprocess
 import sys
@@ -214,3 +215,19 @@ def test_a_short_program_does_not_pay_for_the_compiler_stack(program):
         result = program(source, "--device", "cpu", form=form)
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.values()["loaded"] == "False", form
+
+
+def test_the_grad_scaler_decision_says_how_fp16_autocast_runs_under_each_precision(program, tmp_path):
+    # --precision fp32 turns CUDA's fp16 autocast off: the report says so in words, not Python's None
+    source = """
+    import torch
+    scaler = torch.cuda.amp.GradScaler()
+    print("enabled=" + str(scaler.is_enabled()))
+    """
+    for precision, expected in (("fp32", "fp16 autocast runs off (fp32)"), ("bf16", "fp16 autocast runs as bfloat16")):
+        result = program(source, "--device", "cpu", "--precision", precision, "--report", "report.json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.values()["enabled"] == "True"
+        decisions = {entry["topic"]: entry["decision"]
+                     for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
+        assert expected in decisions["GradScaler"] and "None" not in decisions["GradScaler"], decisions

@@ -302,9 +302,10 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
         # two changes no bf16 or fp32 value (their exponent range is fp32's), so the program keeps
         # the scaler a GPU runs, its scale(), get_scale(), skipped steps and state_dict() alike.
         lowered = effective_dtype(torch.float16)
+        runs = "off (fp32)" if lowered is None else f"as {str(lowered).removeprefix('torch.')}"  # None: autocast off
         why = "" if lowered is torch.float16 else (
-            f" (fp16 autocast runs as {str(lowered).removeprefix('torch.')}: scaling by a power of two changes "
-            "none of its values, and the scaler still skips a step with inf/NaN gradients, as on CUDA)")
+            f" (fp16 autocast runs {runs}: scaling by a power of two changes none of its values, and the scaler "
+            "still skips a step with inf/NaN gradients, as on CUDA)")
         if not retarget.backend.supports_grad_scaler:
             retarget.decide("GradScaler", _neutral(retarget.backend.name) + why)
             return device, True, True
