@@ -444,6 +444,13 @@ IDIOMS = [
      "import torch\nm = torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda(), device_ids=[0])\n"
      "result = tuple(m(torch.ones(3, 2, device='cuda')).shape)",
      "import torch\nm = torch.nn.DataParallel(torch.nn.Linear(2, 2))\nresult = tuple(m(torch.ones(3, 2)).shape)"),
+    # dcgan's forward (pytorch/examples and its widely copied 2017 form): the functional DataParallel
+    ("functional_data_parallel",
+     "import torch\nnet = torch.nn.Linear(2, 2).cuda()\nx = torch.ones(3, 2).cuda()\n"
+     "gpu_ids = range(1) if isinstance(x.data, torch.cuda.FloatTensor) else None\n"
+     "y = torch.nn.parallel.data_parallel(net, x, gpu_ids)\nz = torch.nn.parallel.data_parallel(net, x, None)\n"
+     "result = (tuple(y.shape), y.is_cuda, torch.equal(y, z), torch.equal(y, net(x)))",
+     "result = ((3, 2), True, True, True)"),
     ("set_default_tensor_type_cuda",
      "import torch\ntorch.set_default_tensor_type('torch.cuda.FloatTensor')\ntry:\n"
      "    result = torch.ones(1).device.type\nfinally:\n    torch.set_default_tensor_type('torch.FloatTensor')\n"
@@ -722,6 +729,12 @@ IDIOMS = [
      "result = (adj.is_cuda, adj.is_sparse, adj.to_dense().tolist(), isinstance(adj, torch.cuda.sparse.FloatTensor), "
      "isinstance(adj, torch.cuda.FloatTensor), tuple(empty.shape), adj.type())",
      "result = (True, True, [[0.0, 3.0], [4.0, 0.0]], True, False, (2, 3), 'torch.cuda.sparse.FloatTensor')"),
+    # PyTorch 2.9's replacement for allow_tf32: a property of torch.backends' class, set on torch itself
+    ("backends_fp32_precision_reaches_torch",
+     "import torch\nbefore = torch.backends.fp32_precision\ntorch.backends.fp32_precision = 'tf32'\n"
+     "seen = (torch.backends.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)\n"
+     "torch.backends.fp32_precision = before\nresult = (before, seen, torch.backends.fp32_precision)",
+     "result = ('none', ('tf32', 'tf32'), 'none')"),
     # `x.type(torch.cuda.sparse.<T>)` converts the dtype and keeps the layout (a dense tensor stays dense)
     ("legacy_sparse_type_conversion",
      "import torch\nadj = torch.sparse_coo_tensor([[0, 1], [1, 0]], [3., 4.], (2, 2)).cuda()\ndense = torch.ones(2).cuda()\n"
