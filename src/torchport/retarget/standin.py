@@ -93,7 +93,7 @@ class FacadeModule(types.ModuleType):
 
     def __setattr__(self, name: str, value) -> None:
         real = self.__dict__.get("_torchport_real")
-        if (real is not None and name not in self.__dict__.get("_torchport_overrides", ())
+        if (real is not None and not name.startswith("__") and name not in self.__dict__.get("_torchport_overrides", ())
                 and hasattr(type(getattr(type(real), name, None)), "__set__")):
             setattr(real, name, value)
             return

@@ -237,6 +237,16 @@ def rows_alike(example: Any) -> bool:
     return all(tensor.dim() >= 1 and bool((tensor == tensor[:1]).all()) for tensor in tensors)
 
 
+def repeated(example: Any, rows: int) -> Any:
+    """`example` (a tensor, or tensors with one batch dimension) repeated along dimension 0 to `rows` rows."""
+    import torch
+
+    from torchport.compare.tree import map_tensors
+
+    repeats = -(-rows // (_batch(example) or 1))
+    return map_tensors(lambda tensor: torch.cat([tensor] * repeats)[:rows], example)
+
+
 def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str], batch_max_size: int = 0) -> list[str]:
     """The outputs that change with the other rows of the batch: `run` (the fallback) on each of the
     example's rows alone (the first ROWS_CHECKED) against the whole example, and against the example
@@ -258,9 +268,7 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
     alone = [run(map_tensors(lambda tensor, row=row: tensor[row:row + 1], example)) for row in range(rows)]
     batches = [(example, batch)]
     if batch_max_size > batch > 0:
-        repeats = -(-batch_max_size // batch)
-        batches.append((map_tensors(lambda tensor: torch.cat([tensor] * repeats)[:batch_max_size], example),
-                        batch_max_size))
+        batches.append((repeated(example, batch_max_size), batch_max_size))
     mixed: list[str] = []
     for inputs, size in batches:
         answer = run(inputs)
@@ -710,21 +718,14 @@ class Deployment:
         own rows, which passed the warm-up. Joined batches the primary cannot take would fail over as a
         whole and open the breaker, whose probes (batches too) would then keep it open while each
         request alone would have been answered. A cap is logged and /readyz reports it."""
-        import torch
-
-        from torchport.compare.tree import map_tensors
-
         self.batching = {"max_size": batch_max_size}
         rows = _batch(self.spec.example) or 0
         if self.warmup.get(PRIMARY) != "ok" or not self.primary.loaded or rows < 1:
             return batch_max_size  # a primary out of service at start is not tried
         size, failures = batch_max_size, []
         while size > rows:
-            repeats = -(-size // rows)
-            batch = map_tensors(lambda tensor, repeats=repeats, size=size: torch.cat([tensor] * repeats)[:size],
-                                self.spec.example)
             try:
-                bad = nonfinite_count(self._warm_up_run(self.primary, batch))
+                bad = nonfinite_count(self._warm_up_run(self.primary, repeated(self.spec.example, size)))
                 if not bad:
                     break
                 failures.append(f"{size} rows: {bad} NaN or inf elements in the outputs")
