@@ -121,3 +121,31 @@ def test_code_outside_the_scope_keeps_its_devices_when_the_application_scripts_i
     """, "--device", "cpu", "--no-scope", str(library))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["library True", "application False cpu"]
+
+
+@pytest.mark.parametrize("device, device_type", [("cpu", "cpu"), ("neuron-emulated", "emulated")])
+def test_scripted_functions_annotated_with_torch_types_compile(program, device, device_type):
+    # `dev: torch.device` reads the application's torch.device: TorchScript takes it as its Device type
+    source = """\
+    from typing import Optional
+    import torch
+
+
+    @torch.jit.script
+    def make(n: int, dev: torch.device, like: Optional[torch.device] = None) -> torch.Tensor:
+        where: torch.device = dev if like is None else like
+        return torch.zeros(n, device=where)
+
+
+    @torch.jit.script
+    def draw(n: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        return torch.rand(n, generator=generator)
+
+
+    x = make(3, torch.device("cuda"))
+    print("made", x.device.__str__().split(":")[0], x.is_cuda, make(2, torch.device("cpu")).device.__str__(),
+          draw(2).shape[0])
+    """
+    result = program(source, "--device", device, "--precision", "keep")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0] == f"made {device_type} True cpu 2"

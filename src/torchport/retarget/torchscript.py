@@ -69,6 +69,7 @@ def install() -> None:
     # is torn down (as torch's own test utilities do), or freeing them then crashes the process.
     atexit.register(torch._C._jit_set_emit_hooks, previous_module_hook, previous_function_hook)
     _register_facade_builtins()
+    _annotate_facades_as_torch_types()
 
 
 def _register_facade_builtins() -> None:
@@ -93,6 +94,26 @@ def _register_facade_builtins() -> None:
             builtin = _builtins._find_builtin(original)
             if builtin is not None:
                 _builtins._register_builtin(value, builtin)
+
+
+def _annotate_facades_as_torch_types() -> None:
+    """A facade class in an annotation (`dev: torch.device`, `Optional[torch.Generator]`, read through
+    the application's torch) is the torch type it stands for, as TorchScript knows it. TorchScript
+    resolves annotations in `torch.jit.annotations.try_ann_to_type` (recursively, through that
+    module's globals); it is wrapped to look through the facade classes only, so every other
+    annotation, the libraries' included, resolves as before."""
+    from torch.jit import annotations
+
+    original = annotations.try_ann_to_type
+    if getattr(original, "_torchport_wrapped", False):
+        return
+
+    def try_ann_to_type(ann, loc, rcb=None):
+        real = ann.__dict__.get("_torchport_real") if isinstance(ann, type) else None
+        return original(real if isinstance(real, type) else ann, loc, rcb)
+
+    try_ann_to_type._torchport_wrapped = True
+    annotations.try_ann_to_type = try_ann_to_type
 
 
 def _location(node) -> tuple[str, int] | None:
