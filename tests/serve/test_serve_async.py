@@ -15,7 +15,8 @@ import time
 import pytest
 import torch
 
-from serve_models import MARKERS, PRIMARY, FaultPlan, FaultyModel, fallback_answer, faulty, sample, settle
+from serve_models import (MARKERS, PRIMARY, FaultPlan, FaultyModel, fallback_answer, faulty, make_linear, sample,
+                          settle)
 from torchport.serve import CLOSED, Deployment, Draining
 
 
@@ -195,3 +196,52 @@ def test_a_caller_that_stops_waiting_before_its_request_has_a_place_is_counted()
         text = deployment.metrics.exposition()[0].decode()
         assert 'torchport_serve_rejected_total{reason="cancelled"} 1.0' in text
         assert deployment.in_flight == 0
+
+
+class PacedModel(torch.nn.Module):
+    """make_linear's model taking 20 ms a call on every device (a healthy primary under load)."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        time.sleep(0.02)
+        return self.model(inputs)
+
+
+@pytest.mark.parametrize("form", ["with", "async with"])
+def test_leaving_a_deployment_in_an_asyncio_app_neither_stalls_the_loop_nor_fails_requests_over(form):
+    # an asyncio app leaves the deployment's block with 30 requests in flight: they are answered by
+    # the primary, as they would have been, and the loop stays responsive (a blocking drain on the
+    # loop's own thread waited out its whole timeout while the requests it held could not finish)
+    async def app():
+        loop = asyncio.get_running_loop()
+        stalls = []
+
+        async def heartbeat():
+            while True:
+                began = loop.time()
+                await asyncio.sleep(0.01)
+                stalls.append(loop.time() - began - 0.01)
+
+        beat = asyncio.create_task(heartbeat())
+        deployment = Deployment(PacedModel, primary=PRIMARY, fallback="cpu", timeout_s=5.0, max_concurrency=4)
+        if form == "with":
+            with deployment:
+                tasks = [asyncio.create_task(deployment.predict_async({"inputs": sample(index)})) for index in range(30)]
+                await asyncio.sleep(0.05)
+        else:
+            async with deployment:
+                tasks = [asyncio.create_task(deployment.predict_async({"inputs": sample(index)})) for index in range(30)]
+                await asyncio.sleep(0.05)
+        answers = await asyncio.gather(*tasks)
+        beat.cancel()
+        return deployment, answers, max(stalls)
+
+    deployment, answers, stall = asyncio.run(app())
+    assert [answer.role for answer in answers] == ["primary"] * 30 and stall < 1.0
+    assert metric(deployment, 'torchport_serve_failovers_total{cause="timeout"}') == 0
+    assert deployment.breaker.state == CLOSED and deployment._stopped
+    with pytest.raises(Draining):
+        asyncio.run(deployment.predict_async({"inputs": sample(1)}))

@@ -26,6 +26,7 @@ children looked up once, and the in-flight and abandoned gauges read at scrape t
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import copy
@@ -656,6 +657,8 @@ class Deployment:
         #: predict's and infer's bound on requests running at once from callers' threads.
         self._thread_gate = threading.Semaphore(max_concurrency)
         self._state = threading.Condition()
+        #: close() was called (the pools stop when no request is in flight), and they have stopped.
+        self._closing = self._stopped = False
         self._in_flight = 0
         self.draining = False
         #: The output contract from the fallback's answer to the factory's example (None: no example, the
@@ -1060,6 +1063,9 @@ class Deployment:
                 deployment._in_flight -= 1
                 if deployment.draining:
                     deployment._state.notify_all()
+                last = deployment._closing and deployment._in_flight == 0
+            if last:  # closed while this request was in flight: the pools stop once it is answered
+                deployment._stop_pools()
             return False
 
     def _admitted(self) -> _Admission:
@@ -1409,16 +1415,44 @@ class Deployment:
 
     def close(self, drain_s: float | None = None) -> None:
         """Drain (for `drain_s`, by default the primary's timeout or 5 s; 0 when the caller has drained
-        already), then stop the worker pools (abandoned calls are left to finish on their own;
-        requests still in flight are answered, from the fallback once no primary worker takes them)."""
+        already), then stop the worker pools (abandoned calls are left to finish on their own). Requests
+        still in flight after the drain keep the pools until the last of them is answered, as it would
+        have been (not failed over for a primary worker that was stopped under it). Called on a thread
+        that runs an event loop (leaving `with Deployment(...)` in an asyncio app), it does not wait:
+        the loop answers the requests it holds; `async with` / `aclose()` waits without blocking it."""
+        try:
+            asyncio.get_running_loop()
+            drain_s = 0.0  # waiting here would stop the loop that answers the requests in flight
+        except RuntimeError:
+            pass
         self.drain(timeout_s=(self.timeout_s or 5.0) if drain_s is None else drain_s)
+        with self._state:
+            self._closing = True
+            idle = self._in_flight == 0
+        if idle:
+            self._stop_pools()
+
+    async def aclose(self, drain_s: float | None = None) -> None:
+        """`close` for asyncio callers: waits for the requests in flight (for `drain_s`, by default the
+        primary's timeout or 5 s) without blocking the event loop."""
+        loop = asyncio.get_running_loop()
+        with self._state:
+            self.draining = True
+        deadline = loop.time() + ((self.timeout_s or 5.0) if drain_s is None else drain_s)
+        while self._in_flight and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        self.close(drain_s=0.0)
+
+    def _stop_pools(self) -> None:
+        """Stop the worker pools, once."""
+        with self._state:
+            if self._stopped:
+                return
+            self._stopped = True
+            pool = self._async_pool
         self._primary_workers.close()
         self._background.pool.shutdown(wait=False, cancel_futures=True)
-        with self._state:
-            pool, in_flight = self._async_pool, self._in_flight
-        # requests still in flight after the drain may need it for their fallback answer: its threads
-        # then stop once idle at exit instead
-        if pool is not None and in_flight == 0:
+        if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Deployment:
@@ -1426,3 +1460,9 @@ class Deployment:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+    async def __aenter__(self) -> Deployment:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.aclose()
