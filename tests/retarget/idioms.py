@@ -729,6 +729,13 @@ IDIOMS = [
      "result = (adj.is_cuda, adj.is_sparse, adj.to_dense().tolist(), isinstance(adj, torch.cuda.sparse.FloatTensor), "
      "isinstance(adj, torch.cuda.FloatTensor), tuple(empty.shape), adj.type())",
      "result = (True, True, [[0.0, 3.0], [4.0, 0.0]], True, False, (2, 3), 'torch.cuda.sparse.FloatTensor')"),
+    # old code keeps the tensor type (and classes) in its settings, which get pickled with the run
+    ("pickled_settings_holding_cuda_classes",
+     "import pickle, torch\nsettings = {'tensor_type': torch.cuda.FloatTensor, 'scaler': torch.cuda.amp.GradScaler,\n"
+     "            'device': torch.device}\nloaded = pickle.loads(pickle.dumps(settings))\nx = torch.ones(2).cuda()\n"
+     "result = (loaded['tensor_type'].__name__, x.type(loaded['tensor_type']).type(), loaded['scaler'].__name__, "
+     "loaded['device']('cpu').type)",
+     "result = ('FloatTensor', 'torch.cuda.FloatTensor', 'GradScaler', 'cpu')"),
     # PyTorch 2.9's replacement for allow_tf32: a property of torch.backends' class, set on torch itself
     ("backends_fp32_precision_reaches_torch",
      "import torch\nbefore = torch.backends.fp32_precision\ntorch.backends.fp32_precision = 'tf32'\n"

@@ -10,13 +10,14 @@ libraries and stays the truth: `sys.modules["torch"].cuda` is the real torch.cud
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import types
 
 import torch
 
 from torchport.retarget import (accelerator_api, amp, attention, backend_flags, compiler, cuda_api, data_parallel,
                                 device_values, distributed, host_loading, profiler, runtime, state, sync_batchnorm)
-from torchport.retarget.standin import facade_module
+from torchport.retarget.standin import facade_module, reduce_class
 from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["Facades"]
@@ -46,6 +47,9 @@ class _MappedClassMeta(type):
             # these stand-ins have no subclasses)
             return subclass is cls
         return issubclass(subclass, cls._torchport_real)
+
+
+copyreg.pickle(_MappedClassMeta, reduce_class)  # `torch.device` itself pickles as torch's
 
 
 def _construct_device(*args, **kwargs):

@@ -29,6 +29,9 @@ class StandIn(type):
         if genuine is not None:
             cls._torchport_genuine = genuine
             cls._torchport_standin = cls
+            # named as the genuine class (`type(scaler).__name__ == "GradScaler"`, log lines, config
+            # dumps); its module stays torchport's, which calls into it never map device values for
+            cls.__name__, cls.__qualname__ = genuine.__name__, genuine.__qualname__
         return cls
 
     def __init__(cls, name, bases, namespace, genuine=None):
@@ -52,6 +55,23 @@ class StandIn(type):
                 return cls in subclass.__mro__
             return issubclass(subclass, cls._torchport_genuine)
         return type.__subclasscheck__(cls, subclass)
+
+
+def reduce_class(cls):
+    """Pickling a stand-in class itself (`self.tensor_type = torch.cuda.FloatTensor` in a pickled
+    object, a class passed to a spawned worker): the genuine class, by reference, as a GPU machine
+    pickles it, so plain PyTorch loads it (`copy.copy` of a class is the class: the stream holds no
+    torchport name). Loaded, it is the genuine class, as a stand-in instance loads as an instance of
+    it. An application's own subclass of a stand-in pickles by reference as any class does. Registered
+    with copyreg for each metaclass of stand-ins (pickle asks copyreg before it saves a class as a
+    global)."""
+    genuine = cls.__dict__.get("_torchport_genuine", cls.__dict__.get("_torchport_real"))
+    if genuine is None or cls.__dict__.get("_torchport_standin", cls) is not cls:
+        return cls.__qualname__
+    return copy.copy, (genuine,)
+
+
+copyreg.pickle(StandIn, reduce_class)
 
 
 def reduce_as_genuine(instance, protocol):
