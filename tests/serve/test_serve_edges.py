@@ -122,7 +122,7 @@ def test_micro_batches_are_capped_at_the_largest_batch_the_primary_answers_at_st
         assert deployment.batcher.max_size == 4
         batching = deployment.status()["batching"]
         assert batching["max_size"] == 4 and batching["asked"] == 8
-        assert "8 rows: RuntimeError: compiled for batches of at most 4 rows" in batching["primary_failed"][0]
+        assert batching["primary_failed"].startswith("8 rows: RuntimeError: compiled for batches of at most 4 rows")
         assert "micro-batches capped at 4 rows (asked: 8" in caplog.text
         results = batch_of_requests(deployment, [sample(index) for index in range(8)])
         assert [answer.role for answer in results] == ["primary"] * 8 and deployment.breaker.state == "closed"
@@ -132,6 +132,141 @@ def test_micro_batches_are_capped_at_the_largest_batch_the_primary_answers_at_st
     with Deployment(lambda: {"model": FixedBatchPrimary(8), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                     batch_max_size=8) as deployment:  # a primary that takes the whole batch: no cap
         assert deployment.batcher.max_size == 8 and deployment.status()["batching"] == {"max_size": 8}
+
+
+class BucketedPrimary(torch.nn.Module):
+    """On the primary, graphs compiled for batches of 1, 2, 4 and 8 rows only (a bucketed XLA or
+    Neuron model): any other row count fails there."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu" and inputs.shape[0] not in (1, 2, 4, 8):
+            raise RuntimeError(f"no graph compiled for a batch of {inputs.shape[0]} rows")
+        return self.model(inputs)
+
+
+def test_joined_batches_run_at_a_few_sizes_a_bucketed_primary_was_checked_at():
+    # 3, 5, 6 or 7 joined rows run as 4 or 8, the last row repeated: every request is the primary's
+    # answer for its own rows, and no size reaches the primary that was not tried at start
+    with Deployment(lambda: {"model": BucketedPrimary(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=8, batch_wait_s=0.3, failure_threshold=1) as deployment:
+        assert deployment.batcher.sizes == (2, 4, 8) and deployment.status()["batching"] == {"max_size": 8}
+        for rows in ([1, 2], [1, 1, 1, 2, 1], [2, 2, 1, 2]):  # 3, 6 and 7 rows joined
+            requests = [[sample(index)[0]] * count for index, count in enumerate(rows)]
+            results = batch_of_requests(deployment, requests)
+            assert [answer.role for answer in results] == ["primary"] * len(rows), results
+            for request, answer in zip(requests, results):
+                expected = make_linear()(torch.tensor(request))
+                assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
+        assert deployment.breaker.state == "closed"
+
+
+class MixesAtThreeRows(torch.nn.Module):
+    """Rows on their own, except in a batch of exactly 3 rows (a kernel picked by the batch size)."""
+
+    def forward(self, inputs):
+        return inputs - inputs.mean(0) if inputs.shape[0] == 3 else inputs * 1.0
+
+
+def test_a_model_that_mixes_rows_only_at_a_size_batches_never_run_at_gives_each_request_its_own_rows():
+    with Deployment(lambda: {"model": MixesAtThreeRows(), "example": torch.randn(2, 4)}, primary=PRIMARY,
+                    fallback="cpu", batch_max_size=4, batch_wait_s=0.3) as deployment:
+        requests = [[[float(index), 1.0, 2.0, 3.0]] for index in range(3)]
+        for request, answer in zip(requests, batch_of_requests(deployment, requests)):
+            assert answer.body["outputs"] == request  # joined, they ran as 4 rows, not 3
+
+
+class SlowPerRow(torch.nn.Module):
+    """On the primary, 40 ms a row (healthy, slower than the fallback)."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            time.sleep(0.04 * inputs.shape[0])
+        return self.model(inputs)
+
+
+def test_micro_batches_are_capped_below_the_size_the_primary_answers_past_the_timeout(caplog):
+    with caplog.at_level("WARNING", logger="torchport.serve"):
+        deployment = Deployment(lambda: {"model": SlowPerRow(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                                timeout_s=0.25, batch_max_size=8)
+    with deployment:
+        batching = deployment.status()["batching"]
+        assert batching["max_size"] == 4 and batching["asked"] == 8, batching
+        assert batching["primary_failed"].startswith("8 rows:") and "past timeout_s (0.25 s)" in batching["primary_failed"]
+        assert deployment.batcher.sizes == (2, 4) and "micro-batches capped at 4 rows" in caplog.text
+
+
+class FailsOnceThenOutOfMemoryAboveFour(torch.nn.Module):
+    """On the primary: the first call fails (a runtime still starting), then batches of more than 4
+    rows run out of memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.calls = [0]
+
+    def __deepcopy__(self, memo):
+        copied = FailsOnceThenOutOfMemoryAboveFour()
+        copied.calls = self.calls
+        return copied
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu":
+            self.calls[0] += 1
+            if self.calls[0] == 1:
+                raise RuntimeError("runtime not ready")
+            if inputs.shape[0] > 4:
+                raise torch.OutOfMemoryError("out of device memory")
+        return self.model(inputs)
+
+
+def test_a_primary_that_failed_its_warm_up_has_its_batch_sizes_checked_once_its_probes_take_it_back():
+    # the probes use one request's own rows (not the joined batch, which this primary cannot take),
+    # so the breaker closes; then the sizes are checked and batches capped at 4
+    with Deployment(lambda: {"model": FailsOnceThenOutOfMemoryAboveFour(), "example": EXAMPLE}, primary=PRIMARY,
+                    fallback="cpu", batch_max_size=8, batch_wait_s=0.1, reset_after_s=0.05,
+                    recovery_successes=1) as deployment:
+        assert deployment.status()["batching"] == {"max_size": 8, "primary_checked": False}
+        assert deployment.breaker.state == "open"
+        deadline = time.monotonic() + 20
+        while deployment.status()["batching"].get("primary_checked") is False and time.monotonic() < deadline:
+            batch_of_requests(deployment, [sample(index) for index in range(8)])
+            time.sleep(0.06)
+        assert deployment.status()["batching"]["max_size"] == 4 and deployment.batcher.max_size == 4
+        settle(deployment)
+        results = batch_of_requests(deployment, [sample(index) for index in range(8)])
+        assert [answer.role for answer in results] == ["primary"] * 8 and deployment.breaker.state == "closed"
+
+
+def test_micro_batching_refuses_a_model_whose_input_is_not_one_tensor():
+    class TwoInputs(torch.nn.Module):
+        def forward(self, first, second):
+            return first + second
+
+    example = {"first": torch.randn(2, 3), "second": torch.randn(2, 3)}
+    with pytest.raises(UsageError, match="one tensor.*example is a dict, so no request would ever be joined"):
+        Deployment(lambda: {"model": TwoInputs(), "example": example}, primary=PRIMARY, fallback="cpu", batch_max_size=8)
+
+
+class MixesAboveFourRows(torch.nn.Module):
+    def forward(self, inputs):
+        return inputs - inputs.mean(0) if inputs.shape[0] > 4 else inputs * 1.0
+
+
+def test_a_refusal_for_rows_that_mix_names_the_batch_size_and_the_largest_size_that_agrees():
+    with pytest.raises(UsageError) as refused:
+        Deployment(lambda: {"model": MixesAboveFourRows(), "example": torch.randn(3, 4)}, primary=PRIMARY,
+                   fallback="cpu", batch_max_size=8)
+    message = str(refused.value)
+    assert "in a batch of 8 rows" in message and "Lower batch_max_size (--batch-max-size) to 4" in message
+    assert "Fix the example" not in message
 
 class HangsThenRejects(torch.nn.Module):
     """The primary hangs (timeout), runs out of memory or returns NaN for the marked inputs; the
@@ -835,15 +970,15 @@ class BatchMaximumBeside(torch.nn.Module):
 
 
 @pytest.mark.parametrize("factory, options, fragment", [
-    (lambda: {"model": BatchMean(), "example": torch.randn(3, 4)}, {}, r"\['mean'\] changed"),
-    (lambda: {"model": CentredOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
-    (lambda: {"model": CumulativeOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor changed"),
-    (lambda: {"model": BatchMaximumBeside(), "example": torch.randn(3, 4)}, {}, r"\['max_logit'\] changed"),
+    (lambda: {"model": BatchMean(), "example": torch.randn(3, 4)}, {}, r"\['mean'\] differed"),
+    (lambda: {"model": CentredOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor differed"),
+    (lambda: {"model": CumulativeOverBatch(), "example": torch.randn(3, 4)}, {}, "tensor differed"),
+    (lambda: {"model": BatchMaximumBeside(), "example": torch.randn(3, 4)}, {}, r"\['max_logit'\] differed"),
     (lambda: {"model": make_linear(), "example": torch.randn(1, FEATURES)}, {}, "2 or more rows"),
     # an example whose rows are all the same cannot show rows computed over the batch
     (lambda: {"model": CentredOverBatch(), "example": torch.zeros(2, 4)}, {}, "rows differ"),
     # the example has 2 rows; batches of up to 4 take the other path
-    (lambda: {"model": OtherPathForLargerBatches(), "example": torch.randn(2, 4)}, {}, "tensor changed"),
+    (lambda: {"model": OtherPathForLargerBatches(), "example": torch.randn(2, 4)}, {}, "tensor differed"),
     (lambda: {"model": make_linear(), "example": EXAMPLE}, {"max_concurrency": 2}, "could never fill"),
 ])
 def test_micro_batching_is_refused_where_it_would_mix_clients_or_never_fill(factory, options, fragment):

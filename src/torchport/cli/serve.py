@@ -60,8 +60,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--body-timeout-s", type=float, default=30.0,
                         help="seconds a request body may take to arrive (408 after; default 30)")
     parser.add_argument("--batch-max-size", type=int, default=1,
-                        help="join up to this many concurrent rows into one model call (default 1: no batching; "
-                             "needs an 'example' with 2+ different rows, and at most --max-concurrency)")
+                        help="join up to this many concurrent rows into one model call, run at the powers of two "
+                             "below it and at it (default 1: no batching; needs an 'example' tensor with 2+ "
+                             "different rows, and at most --max-concurrency)")
     parser.add_argument("--batch-wait-ms", type=float, default=2.0,
                         help="how long a batch waits for more requests (default 2)")
     parser.add_argument("--warmup-timeout-s", type=float, default=600.0,

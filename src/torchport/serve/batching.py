@@ -12,6 +12,13 @@ other rows (a prior, a constant): the deployment refuses batching for a model wh
 otherwise (a batch mean would mix clients' answers). A joined answer whose rows depend on the
 values (a filter) cannot be split: each request is then run on its own. Only inputs of rank 2 or
 more are joined: a 1-D input has no row dimension.
+
+Joined batches come in a few sizes only (`bucket_sizes`: powers of two below `max_size`, and
+`max_size`): a batch of 5 rows runs as 8, its last row repeated, and the repeats' outputs are
+dropped. A compiling device (XLA, Neuron) then compiles a handful of shapes, all of them at start,
+where the deployment checks each size on both devices (a primary that cannot take one caps the
+batches below it; a model whose rows mix at one refuses batching); an arbitrary row count would
+have been a fresh shape, unchecked, at any time. A request that is alone in its batch runs as sent.
 """
 
 from __future__ import annotations
@@ -22,7 +29,16 @@ from typing import Any, Callable
 
 from torchport.serve.errors import ModelRejectedInput
 
-__all__ = ["MicroBatcher"]
+__all__ = ["MicroBatcher", "bucket_sizes"]
+
+
+def bucket_sizes(max_size: int) -> tuple[int, ...]:
+    """The row counts joined batches run at: the powers of two from 2 below `max_size`, and `max_size`."""
+    sizes, size = [], 2
+    while size < max_size:
+        sizes.append(size)
+        size *= 2
+    return (*sizes, max_size) if max_size >= 2 else ()
 
 
 class _Batch:
@@ -38,19 +54,27 @@ class _Batch:
 
 
 class MicroBatcher:
-    """Joins concurrent calls of `run(tensor) -> Answer` into batched calls."""
+    """Joins concurrent calls of `run(tensor, probe) -> Answer` into batched calls; `probe` is one
+    request's own tensor, what a probe of the primary made from this call uses (a probe judges the
+    device, not a batch size)."""
 
     def __init__(self, run: Callable[[Any], Any], max_size: int, max_wait_s: float, batched: frozenset[str]):
         self._run = run
         #: The output paths that follow the batch.
         self.batched = batched
         self.max_size = max_size
+        self.sizes = bucket_sizes(max_size)
         self.max_wait_s = max_wait_s
         self._lock = threading.Lock()
         self._open: dict[tuple, _Batch] = {}
         #: Batched model calls made, and requests they answered.
         self.batches = 0
         self.requests = 0
+
+    def resize(self, max_size: int) -> None:
+        """Batches of at most `max_size` rows from now on (the primary's sizes checked after start)."""
+        with self._lock:
+            self.max_size, self.sizes = max_size, bucket_sizes(max_size)
 
     def __call__(self, tensor) -> Any:
         rows = int(tensor.shape[0])
@@ -92,9 +116,15 @@ class MicroBatcher:
             self.batches += 1
             self.requests += len(batch.tensors)
         try:
-            joined = batch.tensors[0] if len(batch.tensors) == 1 else torch.cat(batch.tensors)
-            answer = self._run(joined)
-            if len(batch.tensors) > 1 and not self._splits(answer.outputs, batch.rows):
+            if len(batch.tensors) == 1:
+                joined, size = batch.tensors[0], batch.rows
+            else:  # run at its bucket's size, the last row repeated
+                joined = torch.cat(batch.tensors)
+                size = next((size for size in self.sizes if size >= batch.rows), batch.rows)
+                if size > batch.rows:
+                    joined = torch.cat([joined, joined[-1:].expand(size - batch.rows, *joined.shape[1:])])
+            answer = self._run(joined, batch.tensors[0])
+            if len(batch.tensors) > 1 and not self._splits(answer.outputs, size):
                 # rows that depend on the values (a nonzero, a filter): the joined answer cannot be split
                 batch.own = [self._own(tensor) for tensor in batch.tensors]
             else:
@@ -111,7 +141,7 @@ class MicroBatcher:
 
     def _own(self, tensor) -> tuple[Any, BaseException | None]:
         try:
-            return self._run(tensor), None
+            return self._run(tensor, tensor), None
         except Exception as error:
             return None, error
 

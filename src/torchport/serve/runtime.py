@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from torchport.errors import UsageError
-from torchport.serve.batching import MicroBatcher
+from torchport.serve.batching import MicroBatcher, bucket_sizes
 from torchport.serve.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
                                     PreprocessFailed, ServeError, UnserializableOutput)
@@ -248,15 +248,17 @@ def repeated(example: Any, rows: int) -> Any:
     return map_tensors(lambda tensor: torch.cat([tensor] * repeats)[:rows], example)
 
 
-def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str], batch_max_size: int = 0) -> list[str]:
-    """The outputs that change with the other rows of the batch: `run` (the fallback) on each of the
-    example's rows alone (the first ROWS_CHECKED) against the whole example, and against the example
-    repeated up to `batch_max_size` rows (a model may take another path for a larger batch). An output
-    that does not follow the batch must be the same (a batch mean, a row count would not be), and so
-    must a value beside the tensors (a `float(y.max())` would not); one that follows it must give each
-    row the same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it,
-    cross-row attention, would not). Micro-batching would give such an output, computed over other
-    clients' rows, to every request."""
+def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
+               sizes: tuple[int, ...] = ()) -> dict[int, list[str]]:
+    """The outputs that change with the other rows of the batch, by the batch size where they do:
+    `run` (the fallback) on each of the example's rows alone (the first ROWS_CHECKED) against the
+    whole example, and against the example repeated (or cut) to each of `sizes` rows, the sizes
+    joined batches run at (a model may take another path for another batch size). An output that
+    does not follow the batch must be the same (a batch mean, a row count would not be), and so must
+    a value beside the tensors (a `float(y.max())` would not); one that follows it must give each row
+    the same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it, cross-row
+    attention, would not). Micro-batching would give such an output, computed over other clients'
+    rows, to every request."""
     import torch
 
     from torchport.compare.tree import _leaves_with_paths, flatten_tensors, map_tensors
@@ -267,13 +269,12 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
     batch = _batch(example) or 0
     rows = min(batch, ROWS_CHECKED)
     alone = [run(map_tensors(lambda tensor, row=row: tensor[row:row + 1], example)) for row in range(rows)]
-    batches = [(example, batch)]
-    if batch_max_size > batch > 0:
-        batches.append((repeated(example, batch_max_size), batch_max_size))
-    mixed: list[str] = []
+    batches = [(example, batch)] + [(repeated(example, size), size) for size in sorted(sizes) if size != batch]
+    mixed: dict[int, list[str]] = {}
     for inputs, size in batches:
         answer = run(inputs)
         whole, whole_values = dict(flatten_tensors(answer)), values(answer)
+        found: list[str] = []
         for row in range(size):
             if row % batch >= rows:
                 continue
@@ -288,13 +289,15 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
                 same = single is not None and single.shape == tensor.shape and (
                     torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
                     if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
-                if not same and (path or "tensor") not in mixed:
-                    mixed.append(path or "tensor")
+                if not same and (path or "tensor") not in found:
+                    found.append(path or "tensor")
             if values(single_answer) != whole_values:
                 changed = [path for (path, leaf), (_, other) in zip(values(single_answer), whole_values) if leaf != other]
                 for path in changed or ["values beside the tensors"]:
-                    if path not in mixed:
-                        mixed.append(path)
+                    if path not in found:
+                        found.append(path)
+        if found:
+            mixed[size] = found
     return mixed
 
 
@@ -675,75 +678,114 @@ class Deployment:
         self.batcher = None
         #: Micro-batching's size limit, and where the primary failed the example joined to a larger batch.
         self.batching: dict[str, Any] | None = None
+        #: The batch size to check on the primary once its probes take it back (it failed its warm-up).
+        self._batch_sizes_unchecked = 0
         if batch_max_size > 1:
-            if self.contract is None:
-                raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}) needs the factory's 'example' "
-                                 "answered by the fallback, to learn which outputs follow the batch "
-                                 f"({self._contract_status()}). Return {{'model': ..., 'example': inputs}} from the "
-                                 "factory, or turn batching off.")
-            batch_max_size = self._batch_the_primary_takes(batch_max_size)
-            self._check_batching(batch_max_size, max_concurrency)
-            self.batcher = MicroBatcher(self._route_and_run, batch_max_size, batch_wait_s, self.contract.batched)
+            self._refuse_batching_if_unsafe(batch_max_size, max_concurrency)
+            self.batching = {"max_size": batch_max_size}
+            size = self._batch_the_primary_takes(batch_max_size)
+            self._refuse_batching_if_rows_mix(size)
+            if size > 1:
+                self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe),
+                                            size, batch_wait_s, self.contract.batched)
 
-    def _check_batching(self, batch_max_size: int, max_concurrency: int) -> None:
-        """Micro-batching is safe for this model: the example has 2 or more different rows, some outputs
-        follow the batch, and none of them depends on the other rows, up to `batch_max_size` rows; and
-        batches can fill."""
+    def _refuse_batching_if_unsafe(self, batch_max_size: int, max_concurrency: int) -> None:
+        """Micro-batching can work for this model: the example is one tensor with 2 or more different
+        rows, some outputs follow the batch, and batches can fill."""
+        import torch
+
         example = self.spec.example
         why = None
-        if (_batch(example) or 0) < 2:
-            why = "an 'example' with 2 or more rows along dimension 0 (the factory's has fewer)"
+        if self.contract is None:
+            why = (f"the factory's 'example' answered by the fallback, to learn which outputs follow the batch "
+                   f"({self._contract_status()}). Return {{'model': ..., 'example': inputs}} from the factory")
+        elif not isinstance(example, torch.Tensor):
+            why = (f"requests whose input is one tensor (it joins them along dimension 0); this model's example is a "
+                   f"{type(example).__name__}, so no request would ever be joined")
+        elif (_batch(example) or 0) < 2:
+            why = "an 'example' with 2 or more rows along dimension 0 (the factory's has fewer). Fix the example"
         elif not self.contract.batched:
             why = "an 'example' whose outputs follow its batch (none of the fallback's outputs grew with it)"
         elif rows_alike(example):
             why = ("an 'example' whose rows differ (the factory's are all the same, as in torch.zeros(2, 4): run alone "
-                   "they cannot show whether the model mixes the rows of a batch; give real inputs)")
-        else:
-            replica = self.fallback if self.contract_source == FALLBACK else self.primary
-            mixed = rows_mixed(replica.run, example, self.contract.batched, batch_max_size)
-            if mixed:
-                why = (f"outputs that do not depend on the other rows of a batch: {', '.join(mixed)} changed when the "
-                       "example's rows ran alone (joined, a request would get its answer computed over other "
-                       "clients' rows)")
+                   "they cannot show whether the model mixes the rows of a batch). Give real inputs")
         if why is not None:
-            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}, --batch-max-size) needs {why}. Fix the "
-                             "example, or turn batching off (batch_max_size=1, the default).")
+            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}, --batch-max-size) needs {why}; "
+                             "or turn batching off (batch_max_size=1, the default).")
         if batch_max_size > max_concurrency:
             raise UsageError(f"batch_max_size={batch_max_size} is more than max_concurrency={max_concurrency}: a batch "
                              "joins only requests running at once, so it could never fill. Raise max_concurrency "
                              f"(--max-concurrency) to at least {batch_max_size}.")
 
+    def _refuse_batching_if_rows_mix(self, batch_max_size: int) -> None:
+        """No output of the model depends on the other rows of a batch, at any size joined batches run at."""
+        sizes = bucket_sizes(batch_max_size)
+        replica = self.fallback if self.contract_source == FALLBACK else self.primary
+        mixed = rows_mixed(replica.run, self.spec.example, self.contract.batched, sizes)
+        if not mixed:
+            return
+        first = min(mixed)
+        rows = _batch(self.spec.example)
+        where = ("the example's rows ran alone and together" if first == rows else
+                 f"the example's rows ran alone and in a batch of {first} rows (the example repeated to that size, "
+                 "a size joined batches run at)")
+        safe = [size for size in sizes if size < first]
+        advice = (f"Lower batch_max_size (--batch-max-size) to {safe[-1]}, where they agree, or turn batching off"
+                  if safe and first != rows else "Turn batching off (batch_max_size=1, the default)")
+        raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}, --batch-max-size) needs outputs that do not "
+                         f"depend on the other rows of a batch: {', '.join(mixed[first])} differed when {where} "
+                         "(joined, a request would get its answer computed over other clients' rows). "
+                         f"{advice}.")
+
     def _batch_the_primary_takes(self, batch_max_size: int) -> int:
-        """The largest micro-batch the primary answers at start: the example repeated up to
-        `batch_max_size` rows runs on it within the warm-up limit (on a compiling device, the largest
-        batch compiles here, not on the first full batch of live traffic); where it fails (a graph
-        compiled for a fixed batch, out of memory, NaN), half that size is tried, down to the example's
-        own rows, which passed the warm-up. Joined batches the primary cannot take would fail over as a
-        whole and open the breaker, whose probes (batches too) would then keep it open while each
-        request alone would have been answered. A cap is logged and /readyz reports it."""
-        self.batching = {"max_size": batch_max_size}
-        rows = _batch(self.spec.example) or 0
-        if self.warmup.get(PRIMARY) != "ok" or not self.primary.loaded or rows < 1:
-            return batch_max_size  # a primary out of service at start is not tried
-        size, failures = batch_max_size, []
-        while size > rows:
+        """The largest micro-batch the primary answers, checked at start: the example repeated (or
+        cut) to each size joined batches run at (`bucket_sizes`), smallest first, runs on the primary
+        within the warm-up limit (on a compiling device each size compiles here, not on live traffic)
+        and, with a timeout, once more within `timeout_s`. Batches are capped below the first size it
+        fails (an error, as a graph compiled for a fixed batch raises, out of memory, NaN, or past the
+        timeout); none passing turns batching off. Joined batches the primary cannot take would fail
+        over as a whole and open the breaker. A cap is logged and /readyz reports it. A primary out of
+        service at start is checked once its probes take it back."""
+        if not self.warmup.get(PRIMARY, "").startswith("ok") or not self.primary.loaded:
+            self._batch_sizes_unchecked = batch_max_size
+            self.batching = {"max_size": batch_max_size, "primary_checked": False}
+            return batch_max_size
+        passed, failure = 1, None
+        for size in bucket_sizes(batch_max_size):
+            batch = repeated(self.spec.example, size)
             try:
-                bad = nonfinite_count(self._warm_up_run(self.primary, repeated(self.spec.example, size)))
-                if not bad:
+                bad = nonfinite_count(self._warm_up_run(self.primary, batch))
+                if not bad and self.timeout_s is not None:
+                    began = time.perf_counter()
+                    self._warm_up_run(self.primary, batch)
+                    took = time.perf_counter() - began
+                    if took > self.timeout_s:
+                        failure = f"{size} rows: {took:.3g} s, past timeout_s ({self.timeout_s:g} s)"
+                        break
+                if bad:
+                    failure = f"{size} rows: {bad} NaN or inf elements in the outputs"
                     break
-                failures.append(f"{size} rows: {bad} NaN or inf elements in the outputs")
-            except TimeoutError as error:  # hung: not tried again at other sizes, each a warm-up limit long
-                failures.append(f"{size} rows: {type(error).__name__}: {error}")
-                size = rows
-                break
             except (Exception, SystemExit) as error:
-                failures.append(f"{size} rows: {type(error).__name__}: {error}")
-            size = max(rows, size // 2)
-        if failures:
-            self.batching = {"max_size": size, "asked": batch_max_size, "primary_failed": failures}
-            _log.warning("micro-batches capped at %d rows (asked: %d, --batch-max-size): the primary %r failed the "
-                         "example joined to %s", size, batch_max_size, self.primary.name, "; ".join(failures))
-        return size
+                failure = f"{size} rows: {type(error).__name__}: {error}"
+                break
+            passed = size
+        self.batching = {"max_size": passed}
+        if failure is not None:
+            self.batching.update(asked=batch_max_size, primary_failed=failure)
+            if passed > 1:
+                _log.warning("micro-batches capped at %d rows (asked: %d, --batch-max-size): the primary %r failed the "
+                             "example joined to %s", passed, batch_max_size, self.primary.name, failure)
+            else:
+                _log.warning("micro-batching off (asked: %d rows, --batch-max-size): the primary %r failed the example "
+                             "joined to %s", batch_max_size, self.primary.name, failure)
+        return passed
+
+    def _check_batch_sizes_after_recovery(self) -> None:
+        """The primary, out of service at start, is back: its batch sizes are checked now (batches on
+        it meanwhile are the sizes asked for; one it cannot take fails over as a whole)."""
+        asked, self._batch_sizes_unchecked = self._batch_sizes_unchecked, 0
+        if asked and self.batcher is not None:
+            self.batcher.resize(max(1, self._batch_the_primary_takes(asked)))
 
     def _load_primary(self) -> str | None:
         try:
@@ -822,6 +864,8 @@ class Deployment:
                 warmup[PRIMARY] = f"ok after probes (at start: {warmup[PRIMARY]})"
             _log.warning("the primary %r is back in service (circuit breaker closed after %d good probes)",
                          self.primary.name, self.breaker.recovery_successes)
+            if getattr(self, "_batch_sizes_unchecked", 0):
+                self._background.submit(self._check_batch_sizes_after_recovery, bounded=False)
 
     def _warm_up_run(self, replica: Replica, example: Any) -> Any:
         """`replica.run(example)`; for the primary, within `warmup_timeout_s` (TimeoutError past it: a
@@ -1172,13 +1216,16 @@ class Deployment:
                 "objects as they are: give the factory a postprocess that picks the tensors to return).",
                 reason=f"{type(error).__name__}: {error}") from error
 
-    def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None) -> Answer:
+    def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None,
+                       probe_inputs: Any = None) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
-        primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`.
+        primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`;
+        `probe_inputs`: what a probe of the primary uses (a micro-batch's: one request's own rows).
         `inputs` fit the primary's integer range (`_infer` routed the others)."""
         if not self.breaker.allows_primary():
             if self.breaker.try_start_probe():
-                self._background.submit(self._probe, inputs, postprocess, bounded=False)
+                probe = inputs if probe_inputs is None else probe_inputs
+                self._background.submit(self._probe, probe, postprocess, bounded=False)
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
         if not self._canary_pick.pick():
             try:
