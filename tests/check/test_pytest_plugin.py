@@ -91,3 +91,59 @@ def test_python_stays_python_and_unsupported_features_are_skipped_or_failed(tmp_
     failing = subprocess.run([*command, "--torchport-unsupported=fail"], capture_output=True, text=True,
                              timeout=300, cwd=tmp_path)
     assert "3 failed, 4 passed" in failing.stdout, failing.stdout
+
+
+AMP_SUITE = """
+import torch
+
+
+def test_autocast_dtype():
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = torch.nn.Linear(4, 4).cuda()(torch.ones(2, 4).cuda())
+    assert y.dtype == torch.float16
+"""
+
+
+def test_the_run_summary_is_in_pytests_output_and_names_the_precision_policys_decisions(tmp_path):
+    # a test checking CUDA's fp16 autocast fails under the default `auto` policy (bf16 on the CPU):
+    # pytest's output says why, as `torchport run` does, and `keep` runs fp16 as asked
+    (tmp_path / "test_amp.py").write_text(AMP_SUITE)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), "--torchport-device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "1 failed" in done.stdout, done.stdout
+    assert "torchport: cuda -> cpu:" in done.stdout
+    assert "precision (auto): cuda autocast float16: autocast bfloat16 on cpu" in done.stdout
+    assert "torchport: cuda -> cpu:" not in done.stderr  # once, in pytest's output
+    kept = subprocess.run([*command, "--torchport-precision", "keep"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert "1 passed" in kept.stdout, kept.stdout
+
+
+KERNEL_CHOSEN_AT_IMPORT = """
+try:
+    import triton
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+
+
+def fused(x):  # the library's fallback when Triton is missing
+    return x * 2
+"""
+
+
+def test_a_cuda_only_path_chosen_at_import_is_named_though_no_test_reached_it(tmp_path):
+    # the library picks its Triton kernel or its fallback once, while test files are imported: no
+    # single test reaches `import triton`, yet every test of `fused` ran the fallback
+    (tmp_path / "kernels.py").write_text(KERNEL_CHOSEN_AT_IMPORT)
+    (tmp_path / "test_kernels.py").write_text(
+        "import torch\nfrom kernels import fused\n\n\ndef test_fused():\n"
+        "    assert torch.equal(fused(torch.ones(2).cuda()), torch.full((2,), 2.0).cuda())\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), "--torchport-device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    assert "unsupported on cpu outside any test (while importing): import triton at" in done.stdout
+    assert "kernels.py:3" in done.stdout
+    failing = subprocess.run([*command, "--torchport-unsupported=fail"], capture_output=True, text=True, timeout=300,
+                             cwd=tmp_path)
+    assert failing.returncode == 1 and "the run fails" in failing.stdout, failing.stdout

@@ -103,6 +103,8 @@ class _UnsupportedReporter:
         self.retarget = retarget
         self.mode = mode
         self.before: set = set()
+        #: Unsupported sites reached while a test ran (the others were reached outside every test).
+        self.in_tests: set = set()
 
     def _unsupported(self) -> set:
         from torchport.retarget.report import UNSUPPORTED
@@ -120,11 +122,10 @@ class _UnsupportedReporter:
         if call.when != "call" or report.skipped:
             return
         reached = sorted(self._unsupported() - self.before, key=lambda key: key[1].location())
+        self.in_tests.update(reached)
         if not reached:
             return
-        messages = self.retarget.recorder.messages
-        sites = "; ".join(f"{site.api} at {site.location()} ({messages.get((category, site), '')})"
-                          for category, site in reached)
+        sites = self._sites(reached)
         ending = "then failed" if report.failed else "then passed through a fallback, so it was not tested"
         reason = f"unsupported on {self.retarget.backend.name}: {sites}; the test {ending}"
         if self.mode == "fail":
@@ -133,3 +134,39 @@ class _UnsupportedReporter:
             return
         report.outcome = "skipped"
         report.longrepr = (str(item.path), (item.location[1] or 0) + 1, f"Skipped: torchport: {reason}")
+
+    def _sites(self, keys) -> str:
+        messages = self.retarget.recorder.messages
+        return "; ".join(f"{site.api} at {site.location()} ({messages.get((category, site), '')})"
+                         for category, site in keys)
+
+    def _outside_tests(self) -> list:
+        """Unsupported sites reached outside every test: while a library or a test file was imported
+        (a library choosing its Triton kernel or its fallback once, at import)."""
+        return sorted(self._unsupported() - self.in_tests, key=lambda key: key[1].location())
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self.mode == "fail" and self._outside_tests() and exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        """The run's summary, as `torchport run` prints it (what was redirected, the precision policy's
+        decisions: an fp16 autocast a test checks ran as bf16 under `auto`), in pytest's own output;
+        printed here, not again at exit."""
+        from torchport.retarget import spawn
+
+        recorder = self.retarget.recorder
+        if os.environ.get("TORCHPORT_QUIET") or recorder.silent:
+            return
+        spawn.collect_children(recorder)
+        terminalreporter.write_sep("-", "torchport")
+        for line in recorder.summary().splitlines():
+            terminalreporter.write_line(line)
+        outside = self._outside_tests()
+        if outside:
+            terminalreporter.write_line(
+                f"torchport: unsupported on {self.retarget.backend.name} outside any test (while importing): "
+                f"{self._sites(outside)}; a library that chose its CUDA-only path or its fallback then did so for "
+                "every test, and the tests that pass through its fallback did not test the CUDA-only path"
+                + (" (--torchport-unsupported=fail: the run fails)" if self.mode == "fail" else ""))
+        recorder.silent = True
