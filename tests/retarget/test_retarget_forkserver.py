@@ -281,3 +281,40 @@ def test_the_report_covers_the_workers_a_pool_block_terminates(tmp_path):
     counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
     assert counts[("device=", 9)] == 12 and counts[("device=", 14)] == 1, counts
     assert report["child_processes"] == 5
+
+
+PROCESS_APP = """
+import sys
+import torch
+import torch.multiprocessing as mp
+
+
+def child(rank, queue):
+    x = torch.ones(3, device="cuda") * (rank + 1)
+    queue.put((rank, x.is_cuda, x.sum().item()))
+
+
+if __name__ == "__main__":
+    context = mp.get_context(sys.argv[1])
+    queue = context.Queue()
+    processes = [context.Process(target=child, args=(rank, queue)) for rank in range(2)]
+    for process in processes:
+        process.start()
+    print(sorted(queue.get() for _ in processes))
+    for process in processes:
+        process.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_the_report_covers_process_children_of_either_start_method(tmp_path, method):
+    # a forkserver's Process children leave by os._exit, running no exit handler
+    import json
+
+    result = _run(tmp_path, PROCESS_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json",
+                                          "app.py", method])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[(0, True, 3.0), (1, True, 6.0)]"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
+    assert counts[("device=", 8)] == 2 and report["child_processes"] == 2, (counts, report["child_processes"])

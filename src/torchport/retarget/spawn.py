@@ -17,7 +17,8 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["install", "take_settings", "MARKER", "record_child", "record_then_end", "collect_children"]
+__all__ = ["install", "take_settings", "MARKER", "record_child", "record_then_end", "record_at_process_end",
+           "collect_children"]
 
 #: Prefix of the `sys.path` entry carrying the settings (not a folder: the import system skips it).
 MARKER = "<torchport-retarget-child>"
@@ -36,6 +37,8 @@ def install(device: str, precision: str, strict: bool, scope: list[str], narrowe
         main_name = data.pop("init_main_from_name", None)
         if main_path is None and main_name is None:
             return data
+        if name != "ignore":  # a child; "ignore" is the forkserver's own start, which preloads the main module
+            _launched[0] += 1
         entry = MARKER + json.dumps({**settings, "main_path": main_path, "main_name": main_name,
                                      "records": _records_folder()})
         data["sys_path"] = [path for path in data.get("sys_path", []) if not path.startswith(MARKER)] + [entry]
@@ -56,6 +59,8 @@ def take_settings(path: list[str]) -> dict:
 
 #: The folder where this process's spawned children leave what they recorded (made at the first child).
 _records: list[str] = []
+#: How many children this process started with the spawn or forkserver method.
+_launched = [0]
 
 
 def _records_folder() -> str:
@@ -84,6 +89,23 @@ def record_child(recorder, folder: str) -> None:
     _recording["done"] = True
     if _recording["signal"] is not None:  # the signal that ends this process came while it wrote
         _end_by(_recording["signal"])
+
+
+def record_at_process_end(recorder, folder: str) -> None:
+    """Also write the record where a multiprocessing `Process` child ends: a forkserver's children
+    leave by `os._exit` after their target, running no exit handler, but multiprocessing runs its
+    finalizers first. Its registry is cleared when the child starts its target (after this child's
+    bootstrap ran), so the finalizer is registered by an after-fork hook of this process, which a
+    process forked from it later does not take as its own."""
+    import multiprocessing.util
+
+    owner = os.getpid()
+
+    def register(recorder):
+        if os.getpid() == owner:
+            multiprocessing.util.Finalize(None, record_child, args=(recorder, folder), exitpriority=0)
+
+    multiprocessing.util.register_after_fork(recorder, register)
 
 
 def record_then_end(recorder, folder: str):
@@ -122,6 +144,7 @@ def collect_children(recorder) -> None:
     if not _records:
         return
     folder = _records.pop()
+    recorded = 0
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
         if not (name.startswith("child-") and name.endswith(".json")):  # a write a signal cut short
             continue
@@ -131,4 +154,9 @@ def collect_children(recorder) -> None:
         except (OSError, ValueError):
             continue
         recorder.absorb(data)
+        recorded += 1
     shutil.rmtree(folder, ignore_errors=True)
+    # a child that left no record still ran: one a pool terminated before it could record anything
+    # (it had not started work), one still running
+    recorder.children += max(0, _launched[0] - recorded)
+    _launched[0] = 0

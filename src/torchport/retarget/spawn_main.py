@@ -21,9 +21,10 @@ def _torchport_bootstrap(namespace: dict) -> None:
     if settings.get("records"):  # what this child records goes into the parent's report
         import atexit
 
-        from torchport.retarget.spawn import record_child, record_then_end
+        from torchport.retarget.spawn import record_at_process_end, record_child, record_then_end
 
         atexit.register(record_child, retarget.recorder, settings["records"])
+        record_at_process_end(retarget.recorder, settings["records"])
         import signal
 
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a pool's workers end by it
