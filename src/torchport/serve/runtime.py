@@ -684,8 +684,8 @@ class Deployment:
             self._refuse_batching_if_unsafe(batch_max_size, max_concurrency)
             self.batching = {"max_size": batch_max_size}
             size = self._batch_the_primary_takes(batch_max_size)
-            self._refuse_batching_if_rows_mix(size)
             if size > 1:
+                self._refuse_batching_if_rows_mix(size)
                 self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe),
                                             size, batch_wait_s, self.contract.batched)
 
