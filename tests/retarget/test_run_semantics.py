@@ -204,6 +204,19 @@ def test_a_warning_shown_once_per_line_stays_shown_once(program):
     retargeted = program(source, "--device", "neuron-emulated", "--precision", "auto")
     assert retargeted.returncode == 0, retargeted.stderr[-2000:]
     assert retargeted.stderr.count("UserWarning: checkpoint directory exists") == 1, retargeted.stderr[-2000:]
+    # on the CPU target, CUDA's autocast lists are installed at the first region: torch's deprecation
+    # warning for the line inside the loop still shows once
+    deprecated = """
+    import torch
+    x = torch.ones(2, 2).cuda()
+    for step in range(3):
+        with torch.cuda.amp.autocast():
+            y = x @ x
+    """
+    for device in ("cpu", "neuron-emulated"):
+        retargeted = program(deprecated, "--device", device)
+        assert retargeted.returncode == 0, retargeted.stderr[-2000:]
+        assert retargeted.stderr.count("FutureWarning") == 1, (device, retargeted.stderr[-2000:])
 
 
 def test_a_short_program_does_not_pay_for_the_compiler_stack(program):
@@ -231,3 +244,21 @@ def test_the_grad_scaler_decision_says_how_fp16_autocast_runs_under_each_precisi
         decisions = {entry["topic"]: entry["decision"]
                      for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
         assert expected in decisions["GradScaler"] and "None" not in decisions["GradScaler"], decisions
+
+
+def test_a_branch_on_a_tensors_device_type_is_named_on_the_cpu_target(program, tmp_path):
+    # YOLOv5's AMP check reads the model's parameter device: 'cpu' on the CPU target, 'cuda' on a GPU
+    source = """
+    import torch
+    model = torch.nn.Linear(4, 4).cuda()
+    amp = next(model.parameters()).device.type != "cpu"
+    print("amp=" + str(amp))
+    """
+    for device, amp, noted in (("cpu", "False", True), ("cuda-emulated", "True", False)):
+        result = program(source, "--device", device, "--report", "report.json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.values()["amp"] == amp
+        decisions = {entry["topic"]: entry["decision"]
+                     for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
+        note = decisions.get("device.type on the CPU target", "")
+        assert ("read 'cpu' at" in note and "app.py:4" in note) == noted, decisions

@@ -28,7 +28,7 @@ import torch
 
 from torchport.autocast_policy import REFUSED, make_kernel, policy, resolve
 
-__all__ = ["arm", "disarm"]
+__all__ = ["arm", "disarm", "prepare"]
 
 _library: list = []
 _lock = threading.Lock()
@@ -58,6 +58,15 @@ def arm() -> None:
         _armed.append(installed)
 
 
+def prepare(retarget) -> None:
+    """At activation on the CPU target: torch's warning that a kernel registered for AutocastCPU is
+    overridden (the lists installed at the first CUDA region) is filtered now, before the application
+    warns anything: a filter added or a `catch_warnings` block left later makes Python forget which
+    warnings it has shown once per line, so the application's would show again."""
+    if retarget.type == "cpu":
+        warnings.filterwarnings("ignore", message=r"(?s).*dispatch key: AutocastCPU", category=UserWarning)
+
+
 def disarm() -> None:
     """Retargeting ends: the CPU's autocast has its own lists again."""
     _armed.clear()
@@ -77,12 +86,11 @@ def _install(retarget) -> bool:
             op = resolve(name)
             if op is None or (name in own and kind != REFUSED):
                 continue
-            # a refusal replaces the CPU's own kernel, whose cast applies again once disarmed
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                library.impl(name, make_kernel(op, _while_armed(kind, own.get(name)), "cpu",
-                                               torch._C.DispatchKey.AutocastCPU, name),
-                             "AutocastCPU", with_keyset=True)
+            # a refusal replaces the CPU's own kernel, whose cast applies again once disarmed (torch's
+            # warning about the override is filtered since activation: see `prepare`)
+            library.impl(name, make_kernel(op, _while_armed(kind, own.get(name)), "cpu",
+                                           torch._C.DispatchKey.AutocastCPU, name),
+                         "AutocastCPU", with_keyset=True)
         _library.append(library)
     return True
 

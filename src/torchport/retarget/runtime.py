@@ -634,8 +634,27 @@ def device_type(site: int, obj):
         if _rt.stands_for_cuda(obj):
             _hit(site)
             return "cuda"
+        if obj.type == "cpu" and _rt.type == "cpu" and CPU_TYPE_READ not in _rt.recorder.decisions:
+            _note_cpu_type_read(site)
         return obj.type
     return obj.type
+
+
+#: The report's topic for a host device's `.type` read on the CPU target (said once, at the first site).
+CPU_TYPE_READ = "device.type on the CPU target"
+
+
+def _note_cpu_type_read(site: int) -> None:
+    """Say where the application first branched on a host device's type on the CPU target: a
+    tensor's `x.device.type` reads 'cpu' there, where a GPU machine reads 'cuda' (YOLOv5's AMP check,
+    `half = device.type != "cpu"`), so such a branch takes the host path, as in a hand port."""
+    if torch.compiler.is_compiling():
+        return
+    _rt.decide(CPU_TYPE_READ, f"`.type` of a device read 'cpu' at {SITES[site].location()} (the first such read): "
+                              "on the CPU target the target's tensors are host tensors, so a tensor's "
+                              "`x.device.type` reads 'cpu' where a GPU machine reads 'cuda', and a branch on it "
+                              "(an AMP or half-precision check) takes the host path; --device cuda-emulated keeps "
+                              "the two apart and runs the GPU path", kind="note")
 
 
 def shown(site: int, value):
