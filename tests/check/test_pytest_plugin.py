@@ -1,5 +1,6 @@
 """The pytest plugin runs a project's own tests with its CUDA code on the emulated target."""
 
+import os
 import subprocess
 import sys
 
@@ -147,3 +148,18 @@ def test_a_cuda_only_path_chosen_at_import_is_named_though_no_test_reached_it(tm
     failing = subprocess.run([*command, "--torchport-unsupported=fail"], capture_output=True, text=True, timeout=300,
                              cwd=tmp_path)
     assert failing.returncode == 1 and "the run fails" in failing.stdout, failing.stdout
+    quiet = subprocess.run([*command, "--torchport-unsupported=fail"], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path, env={**os.environ, "TORCHPORT_QUIET": "1"})
+    assert quiet.returncode == 1 and "the run fails" in quiet.stdout and "CUDA usage(s)" not in quiet.stdout
+
+
+def test_sites_reached_in_an_xfail_test_or_a_fixtures_teardown_are_that_tests(tmp_path):
+    (tmp_path / "test_inside.py").write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef kernels():\n    yield\n    try:\n        import flash_attn\n"
+        "    except ImportError:\n        pass\n\n\n@pytest.mark.xfail(reason='no kernel here')\ndef test_xfail():\n"
+        "    import triton\n\n\ndef test_teardown(kernels):\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), "--torchport-device", "cpu",
+               "--torchport-unsupported=fail"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "outside any test" not in done.stdout, done.stdout
+    assert "1 passed, 1 xfailed" in done.stdout and done.returncode == 0, done.stdout

@@ -233,13 +233,14 @@ def test_a_primary_that_failed_its_warm_up_has_its_batch_sizes_checked_once_its_
     with Deployment(lambda: {"model": FailsOnceThenOutOfMemoryAboveFour(), "example": EXAMPLE}, primary=PRIMARY,
                     fallback="cpu", batch_max_size=8, batch_wait_s=0.1, reset_after_s=0.05,
                     recovery_successes=1) as deployment:
-        assert deployment.status()["batching"] == {"max_size": 8, "primary_checked": False}
-        assert deployment.breaker.state == "open"
+        # not joined until the primary's sizes are checked
+        assert deployment.status()["batching"] == {"max_size": 1, "asked": 8, "primary_checked": False}
+        assert deployment.breaker.state == "open" and deployment.batcher.max_size == 1
         deadline = time.monotonic() + 20
         while deployment.status()["batching"].get("primary_checked") is False and time.monotonic() < deadline:
             batch_of_requests(deployment, [sample(index) for index in range(8)])
             time.sleep(0.06)
-        assert deployment.status()["batching"]["max_size"] == 4 and deployment.batcher.max_size == 4
+        assert deployment.batcher.max_size == 4 and deployment.status()["batching"]["max_size"] == 4
         settle(deployment)
         results = batch_of_requests(deployment, [sample(index) for index in range(8)])
         assert [answer.role for answer in results] == ["primary"] * 8 and deployment.breaker.state == "closed"
@@ -1051,3 +1052,24 @@ def test_a_program_ending_after_predicts_from_many_threads_exits_cleanly(tmp_pat
     for _ in range(4):
         result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "answered" in result.stdout, (result.returncode, result.stderr[-2000:])
+
+
+def test_requests_of_no_rows_join_a_batch_as_they_are():
+    with Deployment(lambda: {"model": make_linear(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    batch_max_size=4, batch_wait_s=0.3) as deployment:
+        results = [None, None]
+        barrier = threading.Barrier(2)
+
+        def one(index):
+            barrier.wait()
+            results[index] = deployment.infer(torch.empty(0, FEATURES))
+
+        threads = [threading.Thread(target=one, args=(index,)) for index in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert deployment.batcher.batches == 1
+        assert [tuple(answer.outputs.shape) for answer in results] == [(0, 4), (0, 4)], results
+        assert [answer.role for answer in results] == ["primary", "primary"]
+

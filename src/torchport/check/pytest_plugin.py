@@ -111,9 +111,17 @@ class _UnsupportedReporter:
 
         return {key for key in self.retarget.recorder.counts if key[0] == UNSUPPORTED}
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item) -> None:
-        self.before = self._unsupported()
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        """Every site reached from an item's setup to its teardown is the item's, whatever its outcome
+        (an xfail, a skip, a fixture's teardown), its spawned children's that ended by then included."""
+        from torchport.retarget import spawn
+
+        before = self._unsupported()
+        self.before = before
+        yield
+        spawn.collect_children(self.retarget.recorder)
+        self.in_tests.update(self._unsupported() - before)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -122,7 +130,6 @@ class _UnsupportedReporter:
         if call.when != "call" or report.skipped:
             return
         reached = sorted(self._unsupported() - self.before, key=lambda key: key[1].location())
-        self.in_tests.update(reached)
         if not reached:
             return
         sites = self._sites(reached)
@@ -146,6 +153,9 @@ class _UnsupportedReporter:
         return sorted(self._unsupported() - self.in_tests, key=lambda key: key[1].location())
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
+        from torchport.retarget import spawn
+
+        spawn.collect_children(self.retarget.recorder)
         if self.mode == "fail" and self._outside_tests() and exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -153,16 +163,15 @@ class _UnsupportedReporter:
         """The run's summary, as `torchport run` prints it (what was redirected, the precision policy's
         decisions: an fp16 autocast a test checks ran as bf16 under `auto`), in pytest's own output;
         printed here, not again at exit."""
-        from torchport.retarget import spawn
-
         recorder = self.retarget.recorder
-        if os.environ.get("TORCHPORT_QUIET") or recorder.silent:
-            return
-        spawn.collect_children(recorder)
-        terminalreporter.write_sep("-", "torchport")
-        for line in recorder.summary().splitlines():
-            terminalreporter.write_line(line)
         outside = self._outside_tests()
+        quiet = os.environ.get("TORCHPORT_QUIET") or recorder.silent
+        if quiet and not (outside and self.mode == "fail"):  # a run this fails says why, quiet or not
+            return
+        terminalreporter.write_sep("-", "torchport")
+        if not quiet:
+            for line in recorder.summary().splitlines():
+                terminalreporter.write_line(line)
         if outside:
             terminalreporter.write_line(
                 f"torchport: unsupported on {self.retarget.backend.name} outside any test (while importing): "

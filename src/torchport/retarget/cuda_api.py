@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import copyreg
 import functools
 import threading
 import time
@@ -21,7 +20,7 @@ import warnings
 import torch
 
 from torchport.retarget import amp, state
-from torchport.retarget.standin import StandIn, facade_module, mirror, reduce_class
+from torchport.retarget.standin import StandIn, facade_module, mirror
 from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["build_cuda_module", "Event", "Stream"]
@@ -1100,9 +1099,6 @@ class _LegacyTensorType(StandIn):
             return torch.tensor(args[0], dtype=cls.dtype, device=retarget.device())
         # `torch.cuda.FloatTensor()` is an empty tensor, as the legacy constructor makes it
         return torch.empty(*(args or (0,)), dtype=cls.dtype, device=retarget.device())
-
-
-copyreg.pickle(_LegacyTensorType, reduce_class)
 
 
 def _tensor_type(dtype: torch.dtype, name: str, sparse: bool = False) -> type:

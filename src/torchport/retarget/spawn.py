@@ -103,7 +103,8 @@ def record_at_process_end(recorder, folder: str) -> None:
 
     def register(recorder):
         if os.getpid() == owner:
-            multiprocessing.util.Finalize(None, record_child, args=(recorder, folder), exitpriority=0)
+            # a negative priority: after multiprocessing joined this child's own children, whose records it takes
+            multiprocessing.util.Finalize(None, record_child, args=(recorder, folder), exitpriority=-10)
 
     multiprocessing.util.register_after_fork(recorder, register)
 
@@ -157,6 +158,7 @@ def collect_children(recorder) -> None:
         recorded += 1
     shutil.rmtree(folder, ignore_errors=True)
     # a child that left no record still ran: one a pool terminated before it could record anything
-    # (it had not started work), one still running
+    # (it had not started work), one still running (one whose start failed after its preparation data
+    # was made, as an unpicklable target fails, is counted too)
     recorder.children += max(0, _launched[0] - recorded)
     _launched[0] = 0

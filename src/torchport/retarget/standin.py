@@ -30,9 +30,15 @@ class StandIn(type):
             cls._torchport_genuine = genuine
             cls._torchport_standin = cls
             # named as the genuine class (`type(scaler).__name__ == "GradScaler"`, log lines, config
-            # dumps); its module stays torchport's, which calls into it never map device values for
-            cls.__name__, cls.__qualname__ = genuine.__name__, genuine.__qualname__
+            # dumps); its `__module__` and `__qualname__` stay the path to this very class (a config's
+            # `module.qualname`, pydoc.locate), and calls into torchport's module never map device values
+            cls.__name__ = genuine.__name__
         return cls
+
+    def __init_subclass__(mcs, **kwargs):
+        # each metaclass of stand-ins pickles its classes as the genuine ones (copyreg matches the exact type)
+        super().__init_subclass__(**kwargs)
+        copyreg.pickle(mcs, reduce_class)
 
     def __init__(cls, name, bases, namespace, genuine=None):
         super().__init__(name, bases, namespace)

@@ -120,7 +120,7 @@ class MicroBatcher:
                 joined, size = batch.tensors[0], batch.rows
             else:  # run at its bucket's size, the last row repeated
                 joined = torch.cat(batch.tensors)
-                size = next((size for size in self.sizes if size >= batch.rows), batch.rows)
+                size = next((size for size in self.sizes if size >= batch.rows), batch.rows) if batch.rows else 0
                 if size > batch.rows:
                     joined = torch.cat([joined, joined[-1:].expand(size - batch.rows, *joined.shape[1:])])
             answer = self._run(joined, batch.tensors[0])

@@ -321,13 +321,13 @@ def _reads_mode(module) -> bool:
 
 
 def _names(code) -> set[str]:
-    """The names a function's code uses, its nested functions' included, and its string constants
-    (`getattr(self, "training")` names the attribute in a string)."""
+    """The names a function's code uses, its nested functions' included, and, in code that calls
+    `getattr`, its string constants (`getattr(self, "training")` names the attribute in a string)."""
     names = set(code.co_names)
     for constant in code.co_consts:
         if hasattr(constant, "co_names"):
             names |= _names(constant)
-        elif isinstance(constant, str):
+        elif isinstance(constant, str) and "getattr" in code.co_names:
             names.add(constant)
     return names
 

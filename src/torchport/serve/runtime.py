@@ -682,10 +682,12 @@ class Deployment:
         self._batch_sizes_unchecked = 0
         if batch_max_size > 1:
             self._refuse_batching_if_unsafe(batch_max_size, max_concurrency)
-            self.batching = {"max_size": batch_max_size}
-            size = self._batch_the_primary_takes(batch_max_size)
-            if size > 1:
+            if self.contract_source == FALLBACK:  # checked on the fallback before the primary compiles each size
+                self._refuse_batching_if_rows_mix(batch_max_size)
+            size, self.batching = self._batch_the_primary_takes(batch_max_size)
+            if self.contract_source != FALLBACK and size > 1:  # a lazy fallback: on the primary, at the sizes it takes
                 self._refuse_batching_if_rows_mix(size)
+            if size > 1 or self._batch_sizes_unchecked:
                 self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe),
                                             size, batch_wait_s, self.contract.batched)
 
@@ -718,7 +720,8 @@ class Deployment:
                              f"(--max-concurrency) to at least {batch_max_size}.")
 
     def _refuse_batching_if_rows_mix(self, batch_max_size: int) -> None:
-        """No output of the model depends on the other rows of a batch, at any size joined batches run at."""
+        """No output of the model depends on the other rows of a batch, at any size joined batches run
+        at (on the replica that set the contract: the fallback, or a lazy fallback's primary)."""
         sizes = bucket_sizes(batch_max_size)
         replica = self.fallback if self.contract_source == FALLBACK else self.primary
         mixed = rows_mixed(replica.run, self.spec.example, self.contract.batched, sizes)
@@ -745,11 +748,11 @@ class Deployment:
         fails (an error, as a graph compiled for a fixed batch raises, out of memory, NaN, or past the
         timeout); none passing turns batching off. Joined batches the primary cannot take would fail
         over as a whole and open the breaker. A cap is logged and /readyz reports it. A primary out of
-        service at start is checked once its probes take it back."""
+        service at start is checked once its probes take it back: until then requests are not joined
+        (the size 1). Returns the size and what /readyz reports of it."""
         if not self.warmup.get(PRIMARY, "").startswith("ok") or not self.primary.loaded:
             self._batch_sizes_unchecked = batch_max_size
-            self.batching = {"max_size": batch_max_size, "primary_checked": False}
-            return batch_max_size
+            return 1, {"max_size": 1, "asked": batch_max_size, "primary_checked": False}
         passed, failure = 1, None
         for size in bucket_sizes(batch_max_size):
             batch = repeated(self.spec.example, size)
@@ -769,23 +772,27 @@ class Deployment:
                 failure = f"{size} rows: {type(error).__name__}: {error}"
                 break
             passed = size
-        self.batching = {"max_size": passed}
+        batching: dict[str, Any] = {"max_size": passed}
         if failure is not None:
-            self.batching.update(asked=batch_max_size, primary_failed=failure)
+            batching.update(asked=batch_max_size, primary_failed=failure)
             if passed > 1:
                 _log.warning("micro-batches capped at %d rows (asked: %d, --batch-max-size): the primary %r failed the "
                              "example joined to %s", passed, batch_max_size, self.primary.name, failure)
             else:
                 _log.warning("micro-batching off (asked: %d rows, --batch-max-size): the primary %r failed the example "
                              "joined to %s", batch_max_size, self.primary.name, failure)
-        return passed
+        return passed, batching
 
     def _check_batch_sizes_after_recovery(self) -> None:
-        """The primary, out of service at start, is back: its batch sizes are checked now (batches on
-        it meanwhile are the sizes asked for; one it cannot take fails over as a whole)."""
-        asked, self._batch_sizes_unchecked = self._batch_sizes_unchecked, 0
+        """The primary, out of service at start, is back: its batch sizes are checked now (requests
+        were not joined meanwhile), then batches of the sizes it passed are made (the check runs beside
+        live traffic, so a size slowed by it past the timeout is capped too: the cautious side)."""
+        with self._state:
+            asked, self._batch_sizes_unchecked = self._batch_sizes_unchecked, 0
         if asked and self.batcher is not None:
-            self.batcher.resize(max(1, self._batch_the_primary_takes(asked)))
+            size, batching = self._batch_the_primary_takes(asked)
+            self.batcher.resize(size)
+            self.batching = batching
 
     def _load_primary(self) -> str | None:
         try:
