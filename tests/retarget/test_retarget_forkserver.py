@@ -318,3 +318,38 @@ def test_the_report_covers_process_children_of_either_start_method(tmp_path, met
     report = json.loads((tmp_path / "report.json").read_text())
     counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
     assert counts[("device=", 8)] == 2 and report["child_processes"] == 2, (counts, report["child_processes"])
+
+
+GRANDCHILD_APP = """
+import sys, time
+import torch
+import multiprocessing as mp
+
+
+def grandchild():
+    time.sleep(0.5)
+    torch.ones(3, device="cuda")
+
+
+def child():
+    torch.ones(3, device="cuda")
+    mp.get_context("spawn").Process(target=grandchild).start()  # joined by multiprocessing at the child's exit
+
+
+if __name__ == "__main__":
+    process = mp.get_context(sys.argv[1]).Process(target=child)
+    process.start()
+    process.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_childs_record_includes_the_children_it_left_running(tmp_path, method):
+    import json
+
+    result = _run(tmp_path, GRANDCHILD_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json",
+                                             "app.py", method])
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    lines = sorted(int(entry["site"].rsplit(":", 1)[1]) for entry in report["redirected"])
+    assert lines == [9, 13] and report["child_processes"] == 2, (lines, report["child_processes"])
