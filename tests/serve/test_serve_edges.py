@@ -676,11 +676,19 @@ def test_micro_batching_without_an_example_is_a_usage_error():
 
 
 def test_batch_failovers_and_canary_routing_count_requests_not_batches():
+    # the canary share picks request by request, before requests are joined: a batch is of requests
+    # the share sent to the primary
     with Deployment(lambda: {"model": make_linear(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                     canary=0.0, batch_max_size=4, batch_wait_s=0.5) as deployment:
         results = batch_of_requests(deployment, [sample(index) for index in range(4)])
-        assert deployment.batcher.batches == 1 and {answer.routed for answer in results} == {"canary"}
+        assert deployment.batcher.batches == 0 and {answer.routed for answer in results} == {"canary"}
         assert metric(deployment, 'torchport_serve_routed_to_fallback_total{reason="canary"}') == 4
+    with Deployment(lambda: {"model": make_linear(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    canary=0.5, batch_max_size=4, batch_wait_s=0.2) as deployment:
+        roles = [answer.role for burst in (7, 1, 7, 1) for answer in
+                 batch_of_requests(deployment, [sample(index) for index in range(burst)])]
+        assert roles.count("primary") == 8 and roles.count("fallback") == 8, roles
+        assert metric(deployment, 'torchport_serve_routed_to_fallback_total{reason="canary"}') == 8
 
 
 class RejectsNegativeOnTheFallback(torch.nn.Module):
@@ -1073,3 +1081,84 @@ def test_requests_of_no_rows_join_a_batch_as_they_are():
         assert [tuple(answer.outputs.shape) for answer in results] == [(0, 4), (0, 4)], results
         assert [answer.role for answer in results] == ["primary", "primary"]
 
+
+
+def test_a_model_whose_batch_wide_scale_mixes_rows_is_refused_though_the_examples_rows_share_a_range():
+    # dynamic quantization takes one input scale from the whole batch: another client's wider row
+    # changes every answer, which the example's rows, of one range, cannot show on their own
+    def quantized():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 4))
+        example = torch.rand(4, FEATURES)
+        example[:, 0], example[:, 1] = 0.0, 1.0  # every row spans [0, 1], as the batch does
+        return {"model": torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8),
+                "example": example}
+
+    with pytest.raises(UsageError, match=r"tensor \(beside a row of a wider range\) differed"):
+        Deployment(quantized, primary="cpu", fallback="cpu", batch_max_size=4)
+    with Deployment(quantized, primary="cpu", fallback="cpu") as deployment:  # unbatched, it serves
+        assert deployment.predict({"inputs": sample(1)}).role == "primary"
+
+
+class TrainingBatchNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(FEATURES)
+
+    def forward(self, inputs):
+        return self.norm(inputs)
+
+
+def test_micro_batching_refuses_a_model_that_cannot_take_one_row_with_a_usage_error():
+    with pytest.raises(UsageError, match="raised ValueError: Expected more than 1 value per channel"):
+        Deployment(lambda: {"model": TrainingBatchNorm(), "example": EXAMPLE, "eval": False}, primary=PRIMARY,
+                   fallback="cpu", batch_max_size=4)
+
+
+class FailsLargeBatchesWhileBroken(torch.nn.Module):
+    """On the primary, while `broken` is set: batches of more than 2 rows fail (memory taken by
+    something else); one-row probes still pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = make_linear()
+        self.broken = [False]
+
+    def __deepcopy__(self, memo):
+        copied = FailsLargeBatchesWhileBroken()
+        copied.broken = self.broken
+        return copied
+
+    def forward(self, inputs):
+        if inputs.device.type != "cpu" and self.broken[0] and inputs.shape[0] > 2:
+            raise torch.OutOfMemoryError("out of device memory")
+        return self.model(inputs)
+
+
+def test_a_primary_back_from_an_outage_has_its_batch_sizes_checked_again():
+    model = FailsLargeBatchesWhileBroken()
+    with Deployment(lambda: {"model": model, "example": EXAMPLE}, primary=PRIMARY, fallback="cpu", batch_max_size=4,
+                    batch_wait_s=0.1, failure_threshold=1, reset_after_s=0.05, recovery_successes=1) as deployment:
+        assert deployment.batcher.max_size == 4
+        model.broken[0] = True
+        deadline = time.monotonic() + 20
+        while deployment.status()["batching"].get("max_size") != 2 and time.monotonic() < deadline:
+            batch_of_requests(deployment, [sample(index) for index in range(4)])
+            time.sleep(0.06)
+        assert deployment.status()["batching"] == {"max_size": 2, "asked": 4,
+                                                   "primary_failed": deployment.status()["batching"]["primary_failed"]}
+        assert deployment.batcher.max_size == 2 and deployment.breaker.state == "closed"
+        results = batch_of_requests(deployment, [sample(index) for index in range(4)])
+        assert [answer.role for answer in results] == ["primary"] * 4, results
+
+
+def test_closing_with_shadow_comparisons_queued_still_makes_or_counts_each():
+    with Deployment(lambda: {"model": make_linear(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+                    shadow=1.0) as deployment:
+        results = batch_of_requests(deployment, [sample(index) for index in range(12)])
+    assert all(answer.role == "primary" for answer in results)
+    assert deployment.flush(timeout_s=20)
+    made = metric(deployment, "torchport_serve_shadow_comparisons_total")
+    skipped = sum(float(line.rsplit(" ", 1)[1]) for line in exposition(deployment).splitlines()
+                  if line.startswith("torchport_serve_shadow_skipped_total{"))
+    assert made + skipped == 12, (made, skipped)

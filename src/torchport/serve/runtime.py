@@ -257,8 +257,11 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
     does not follow the batch must be the same (a batch mean, a row count would not be), and so must
     a value beside the tensors (a `float(y.max())` would not); one that follows it must give each row
     the same row (a row computed over the batch, `y - y.mean(0)`, a cumulative sum over it, cross-row
-    attention, would not). Micro-batching would give such an output, computed over other clients'
-    rows, to every request."""
+    attention, would not). And the example's rows beside a row of a wider range (the last, times 8
+    plus 1; float inputs) must get their own rows: a scale or statistic taken over the whole batch
+    (dynamic quantization's, a batch-wide normalisation) would not, though the example's rows, of
+    one range, cannot show it. Micro-batching would give such an output, computed over other
+    clients' rows, to every request."""
     import torch
 
     from torchport.compare.tree import _leaves_with_paths, flatten_tensors, map_tensors
@@ -269,13 +272,24 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
     batch = _batch(example) or 0
     rows = min(batch, ROWS_CHECKED)
     alone = [run(map_tensors(lambda tensor, row=row: tensor[row:row + 1], example)) for row in range(rows)]
-    batches = [(example, batch)] + [(repeated(example, size), size) for size in sorted(sizes) if size != batch]
+    # (inputs, size, the rows compared, what is noted beside a path that differs)
+    batches = [(example, batch, range(batch), "")]
+    batches += [(repeated(example, size), size, range(size), "") for size in sorted(sizes) if size != batch]
+    if batch >= 2 and all(tensor.is_floating_point() for _, tensor in flatten_tensors(example)):
+        # the example's rows beside another client's row of a wider range: a scale or statistic taken
+        # over the whole batch (dynamic quantization, a batch-wide normalisation) changes the others' answers
+        def widened(tensor):
+            wide = tensor.clone()
+            wide[-1] = wide[-1] * 8 + 1
+            return wide
+
+        batches.append((map_tensors(widened, example), batch, range(batch - 1), " (beside a row of a wider range)"))
     mixed: dict[int, list[str]] = {}
-    for inputs, size in batches:
+    for inputs, size, compared, note in batches:
         answer = run(inputs)
         whole, whole_values = dict(flatten_tensors(answer)), values(answer)
-        found: list[str] = []
-        for row in range(size):
+        found = mixed.get(size, [])
+        for row in compared:
             if row % batch >= rows:
                 continue
             single_answer = alone[row % batch]
@@ -289,13 +303,13 @@ def rows_mixed(run: Callable[[Any], Any], example: Any, batched: frozenset[str],
                 same = single is not None and single.shape == tensor.shape and (
                     torch.allclose(single.double(), tensor.double(), rtol=rtol, atol=atol)
                     if tensor.is_floating_point() or tensor.is_complex() else torch.equal(single, tensor))
-                if not same and (path or "tensor") not in found:
-                    found.append(path or "tensor")
+                if not same and (path or "tensor") + note not in found:
+                    found.append((path or "tensor") + note)
             if values(single_answer) != whole_values:
                 changed = [path for (path, leaf), (_, other) in zip(values(single_answer), whole_values) if leaf != other]
                 for path in changed or ["values beside the tensors"]:
-                    if path not in found:
-                        found.append(path)
+                    if path + note not in found:
+                        found.append(path + note)
         if found:
             mixed[size] = found
     return mixed
@@ -684,11 +698,13 @@ class Deployment:
             self._refuse_batching_if_unsafe(batch_max_size, max_concurrency)
             if self.contract_source == FALLBACK:  # checked on the fallback before the primary compiles each size
                 self._refuse_batching_if_rows_mix(batch_max_size)
+            self._batch_asked = batch_max_size
             size, self.batching = self._batch_the_primary_takes(batch_max_size)
             if self.contract_source != FALLBACK and size > 1:  # a lazy fallback: on the primary, at the sizes it takes
                 self._refuse_batching_if_rows_mix(size)
             if size > 1 or self._batch_sizes_unchecked:
-                self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe),
+                self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe,
+                                                                                 canary=False),
                                             size, batch_wait_s, self.contract.batched)
 
     def _refuse_batching_if_unsafe(self, batch_max_size: int, max_concurrency: int) -> None:
@@ -724,7 +740,14 @@ class Deployment:
         at (on the replica that set the contract: the fallback, or a lazy fallback's primary)."""
         sizes = bucket_sizes(batch_max_size)
         replica = self.fallback if self.contract_source == FALLBACK else self.primary
-        mixed = rows_mixed(replica.run, self.spec.example, self.contract.batched, sizes)
+        try:
+            mixed = rows_mixed(replica.run, self.spec.example, self.contract.batched, sizes)
+        except (Exception, SystemExit) as error:  # a batch norm in training mode cannot take one row alone
+            raise UsageError(f"Micro-batching (batch_max_size={batch_max_size}, --batch-max-size) runs the example's "
+                             "rows alone and in batches of each size it joins, to check that no request's answer "
+                             f"depends on the others' rows; on {replica.name!r} that raised {type(error).__name__}: "
+                             f"{error}. Turn batching off (batch_max_size=1, the default), or serve the model in "
+                             "eval mode if it was returned with 'eval': False.") from None
         if not mixed:
             return
         first = min(mixed)
@@ -784,9 +807,10 @@ class Deployment:
         return passed, batching
 
     def _check_batch_sizes_after_recovery(self) -> None:
-        """The primary, out of service at start, is back: its batch sizes are checked now (requests
-        were not joined meanwhile), then batches of the sizes it passed are made (the check runs beside
-        live traffic, so a size slowed by it past the timeout is capped too: the cautious side)."""
+        """The primary is back in service (after failing its warm-up, or after an outage): its batch
+        sizes are checked now (requests are not joined meanwhile), then batches of the sizes it passed
+        are made (the check runs beside live traffic, so a size slowed by it past the timeout is capped
+        too: the cautious side)."""
         with self._state:
             asked, self._batch_sizes_unchecked = self._batch_sizes_unchecked, 0
         if asked and self.batcher is not None:
@@ -871,7 +895,13 @@ class Deployment:
                 warmup[PRIMARY] = f"ok after probes (at start: {warmup[PRIMARY]})"
             _log.warning("the primary %r is back in service (circuit breaker closed after %d good probes)",
                          self.primary.name, self.breaker.recovery_successes)
-            if getattr(self, "_batch_sizes_unchecked", 0):
+            if getattr(self, "batcher", None) is not None:
+                # back after an outage: its batch sizes are checked again before joined batches reach it
+                # (a fault of one size only, memory taken by something else, lets one-row probes pass)
+                with self._state:
+                    self._batch_sizes_unchecked = self._batch_asked
+                self.batcher.resize(1)
+                self.batching = {"max_size": 1, "asked": self._batch_asked, "primary_checked": False}
                 self._background.submit(self._check_batch_sizes_after_recovery, bounded=False)
 
     def _warm_up_run(self, replica: Replica, example: Any) -> Any:
@@ -1142,6 +1172,8 @@ class Deployment:
                 answer = Answer(self._fail_over(failed, inputs), FALLBACK, self.fallback.name, failover=failed.cause)
             elif beyond:
                 answer = Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="out_of_range")
+            elif batched and self.canary_share < 1.0 and self.breaker.allows_primary() and not self._canary_pick.pick():
+                answer = self._canary_answer(inputs, window)  # the share is of requests, not of batches
             elif batched:
                 answer = self.batcher(inputs)
             else:
@@ -1224,27 +1256,33 @@ class Deployment:
                 reason=f"{type(error).__name__}: {error}") from error
 
     def _route_and_run(self, inputs: Any, postprocess: bool = False, window: _Window | None = None,
-                       probe_inputs: Any = None) -> Answer:
+                       probe_inputs: Any = None, canary: bool = True) -> Answer:
         """The answer for `inputs`; `postprocess`: the request's answer is postprocessed (a probe of the
         primary then checks that its outputs pass the postprocess too); `window`: see `_call_primary`;
-        `probe_inputs`: what a probe of the primary uses (a micro-batch's: one request's own rows).
-        `inputs` fit the primary's integer range (`_infer` routed the others)."""
+        `probe_inputs`: what a probe of the primary uses (a micro-batch's: one request's own rows);
+        `canary`: the canary share picks here (False: it picked already, request by request, as for
+        the requests a micro-batch joins). `inputs` fit the primary's integer range (`_infer` routed
+        the others)."""
         if not self.breaker.allows_primary():
             if self.breaker.try_start_probe():
                 probe = inputs if probe_inputs is None else probe_inputs
                 self._background.submit(self._probe, probe, postprocess, bounded=False)
             return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
-        if not self._canary_pick.pick():
-            try:
-                return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
-            except (ModelRejectedInput, NoDeviceAnswered) as rejected:
-                return self._primary_after_fallback_rejected(inputs, rejected, window)
+        if canary and not self._canary_pick.pick():
+            return self._canary_answer(inputs, window)
         try:
             outputs = self._call_primary(inputs, window)
         except _DeviceFailure as failure:
             outputs = self._fail_over(failure, inputs)
             return Answer(outputs, FALLBACK, self.fallback.name, failover=failure.cause)
         return Answer(outputs, PRIMARY, self.primary.name)
+
+    def _canary_answer(self, inputs: Any, window: _Window | None) -> Answer:
+        """A request the canary share sends to the fallback."""
+        try:
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="canary")
+        except (ModelRejectedInput, NoDeviceAnswered) as rejected:
+            return self._primary_after_fallback_rejected(inputs, rejected, window)
 
     def _primary_after_fallback_rejected(self, inputs: Any, rejected: ModelRejectedInput | NoDeviceAnswered,
                                          window: _Window | None) -> Answer:
@@ -1505,7 +1543,9 @@ class Deployment:
             self._stopped = True
             pool = self._async_pool
         self._primary_workers.close()
-        self._background.pool.shutdown(wait=False, cancel_futures=True)
+        # the shadow comparisons and probes already queued still run (each is counted when it ends:
+        # cancelled, they would be neither made nor counted as skipped, and flush() would wait forever)
+        self._background.pool.shutdown(wait=False)
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
