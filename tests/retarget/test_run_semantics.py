@@ -250,6 +250,8 @@ def test_a_branch_on_a_tensors_device_type_is_named_on_the_cpu_target(program, t
     # YOLOv5's AMP check reads the model's parameter device: 'cpu' on the CPU target, 'cuda' on a GPU
     source = """
     import torch
+    batch = torch.ones(2, 4)
+    on_host = batch.device.type == "cpu"  # a loader's batch: 'cpu' on a GPU machine too
     model = torch.nn.Linear(4, 4).cuda()
     amp = next(model.parameters()).device.type != "cpu"
     print("amp=" + str(amp))
@@ -261,4 +263,4 @@ def test_a_branch_on_a_tensors_device_type_is_named_on_the_cpu_target(program, t
         decisions = {entry["topic"]: entry["decision"]
                      for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
         note = decisions.get("device.type on the CPU target", "")
-        assert ("read 'cpu' at" in note and "app.py:4" in note) == noted, decisions
+        assert ("read 'cpu' at" in note and "app.py:4, " in note and "app.py:6" in note) == noted, decisions

@@ -634,27 +634,36 @@ def device_type(site: int, obj):
         if _rt.stands_for_cuda(obj):
             _hit(site)
             return "cuda"
-        if obj.type == "cpu" and _rt.type == "cpu" and CPU_TYPE_READ not in _rt.recorder.decisions:
+        if obj.type == "cpu" and _rt.type == "cpu" and site not in _rt.cpu_type_reads:
             _note_cpu_type_read(site)
         return obj.type
     return obj.type
 
 
-#: The report's topic for a host device's `.type` read on the CPU target (said once, at the first site).
+#: The report's topic for the reads of a host device's `.type` on the CPU target.
 CPU_TYPE_READ = "device.type on the CPU target"
+#: How many of those sites the note names.
+CPU_TYPE_SITES_NAMED = 3
 
 
 def _note_cpu_type_read(site: int) -> None:
-    """Say where the application first branched on a host device's type on the CPU target: a
-    tensor's `x.device.type` reads 'cpu' there, where a GPU machine reads 'cuda' (YOLOv5's AMP check,
-    `half = device.type != "cpu"`), so such a branch takes the host path, as in a hand port."""
+    """Say where the application read a host device's type on the CPU target: for the device of a
+    tensor a GPU machine holds on the GPU, `x.device.type` reads 'cuda' there and 'cpu' here
+    (YOLOv5's AMP check, `half = device.type != "cpu"`), so a branch on it takes the host path, as in
+    a hand port. The note names the first sites and counts the others (a read of a device that is the
+    host's on a GPU machine too, a loader's batch, reads 'cpu' in both)."""
     if torch.compiler.is_compiling():
         return
-    _rt.decide(CPU_TYPE_READ, f"`.type` of a device read 'cpu' at {SITES[site].location()} (the first such read): "
-                              "on the CPU target the target's tensors are host tensors, so a tensor's "
-                              "`x.device.type` reads 'cpu' where a GPU machine reads 'cuda', and a branch on it "
-                              "(an AMP or half-precision check) takes the host path; --device cuda-emulated keeps "
-                              "the two apart and runs the GPU path", kind="note")
+    reads = _rt.cpu_type_reads
+    reads[site] = None
+    named = ", ".join(SITES[index].location() for index in list(reads)[:CPU_TYPE_SITES_NAMED])
+    more = f" and {len(reads) - CPU_TYPE_SITES_NAMED} more site(s)" if len(reads) > CPU_TYPE_SITES_NAMED else ""
+    text = (f"`.type` of a device read 'cpu' at {named}{more}: on the CPU target the target's tensors are host "
+            "tensors, so where the device is a tensor's that a GPU machine holds on the GPU, `x.device.type` "
+            "reads 'cpu' here and 'cuda' there, and a branch on it (an AMP or half-precision check) takes the host "
+            "path; --device cuda-emulated keeps the two apart and runs the GPU path")
+    _rt.recorder.decisions.pop(CPU_TYPE_READ, None)
+    _rt.decide(CPU_TYPE_READ, text, kind="note")
 
 
 def shown(site: int, value):

@@ -49,6 +49,8 @@ class Retarget:
         self._set_ordinal: int | None = None
         #: Per thread, as CUDA's current device is: the ordinal a `with torch.cuda.device(i)` block selects.
         self._selected = threading.local()
+        #: Rewritten sites where the application read a host device's `.type` on the CPU target (in order).
+        self.cpu_type_reads: dict[int, None] = {}
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 
