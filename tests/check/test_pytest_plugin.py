@@ -163,3 +163,25 @@ def test_sites_reached_in_an_xfail_test_or_a_fixtures_teardown_are_that_tests(tm
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert "outside any test" not in done.stdout, done.stdout
     assert "1 passed, 1 xfailed" in done.stdout and done.returncode == 0, done.stdout
+
+
+def test_an_installed_librarys_cuda_only_import_at_import_time_is_named(tmp_path):
+    # the library (installed: its dist-info, a requirement on torch) is not rewritten; its failed
+    # `import triton` is still noted at its own line
+    site = tmp_path / "site"
+    (site / "kernlib-0.1.dist-info").mkdir(parents=True)
+    (site / "kernlib-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: kernlib\nVersion: 0.1\n"
+                                                              "Requires-Dist: torch\n")
+    (site / "kernlib").mkdir()
+    (site / "kernlib" / "__init__.py").write_text(KERNEL_CHOSEN_AT_IMPORT)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (project / "test_kernlib.py").write_text(
+        "import torch\nfrom kernlib import fused\n\n\ndef test_fused():\n"
+        "    assert torch.equal(fused(torch.ones(2).cuda()), torch.full((2,), 2.0).cuda())\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project), "--torchport-device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    assert f"outside any test (while importing): import triton at {site / 'kernlib' / '__init__.py'}:3" in done.stdout

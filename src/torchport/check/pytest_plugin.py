@@ -74,7 +74,52 @@ def _activate(config, namespace):
     retarget = activate(device, scope=[*roots, *options["scope"]], precision=options["precision"],
                         strict=options["strict"], no_scope=options["no_scope"], verbose=options["verbose"])
     scope.PASS_PROVIDERS.append(_assertion_pass(config))
+    import sys
+
+    sys.meta_path.insert(0, _LibraryImportWatch(retarget))
     return retarget
+
+
+class _LibraryImportWatch:
+    """A finder that finds nothing: it notes where an installed library (code outside the project,
+    which is not rewritten) tries to import a CUDA-only package that is not installed, `import triton`
+    in a `try` that picks a fallback, as an unsupported site at the library's line; the import then
+    fails as it would have. The project's own imports are the rewriter's."""
+
+    def __init__(self, retarget):
+        self.retarget = retarget
+        self.looking = False
+
+    def find_spec(self, fullname, path, target=None):
+        import importlib.machinery
+
+        from torchport.retarget.unsupported import cuda_only_packages
+
+        if path is not None or self.looking or fullname not in cuda_only_packages():
+            return None
+        self.looking = True
+        try:
+            installed = importlib.machinery.PathFinder.find_spec(fullname) is not None
+        finally:
+            self.looking = False
+        if not installed:
+            self._note(fullname, cuda_only_packages()[fullname])
+        return None
+
+    def _note(self, package: str, alternative: str) -> None:
+        import sys
+
+        from torchport.retarget.report import Site
+
+        frame = sys._getframe(2)
+        while frame is not None and (frame.f_code.co_filename.startswith("<frozen") or
+                                     frame.f_code.co_filename == __file__):
+            frame = frame.f_back
+        if frame is None or self.retarget.in_scope(frame.f_code.co_filename):
+            return
+        api = f"import {package}"
+        self.retarget.unsupported(api, alternative, Site(frame.f_code.co_filename, frame.f_lineno, api),
+                                  raise_error=False)
 
 
 def _assertion_pass(config):
