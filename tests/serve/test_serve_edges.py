@@ -1162,3 +1162,41 @@ def test_closing_with_shadow_comparisons_queued_still_makes_or_counts_each():
     skipped = sum(float(line.rsplit(" ", 1)[1]) for line in exposition(deployment).splitlines()
                   if line.startswith("torchport_serve_shadow_skipped_total{"))
     assert made + skipped == 12, (made, skipped)
+
+
+class NegatedOnThePrimaryWhileBroken(torch.nn.Module):
+    """On the primary, while `broken` is set, answers negated: finite, of the contract's shape, but
+    refused by the factory's postprocess (which takes no negative score)."""
+
+    def __init__(self):
+        super().__init__()
+        self.broken = [False]
+
+    def __deepcopy__(self, memo):
+        copied = NegatedOnThePrimaryWhileBroken()
+        copied.broken = self.broken
+        return copied
+
+    def forward(self, inputs):
+        scores = inputs.abs() + 1.0
+        return -scores if inputs.device.type != "cpu" and self.broken[0] else scores
+
+
+def test_probes_made_from_joined_batches_are_judged_by_the_postprocess_as_live_requests_are():
+    def postprocess(outputs):
+        if bool((outputs < 0).any()):
+            raise ValueError("negative score")
+        return {"scores": outputs.tolist()}
+
+    model = NegatedOnThePrimaryWhileBroken()
+    with Deployment(lambda: {"model": model, "example": EXAMPLE, "postprocess": postprocess}, primary=PRIMARY,
+                    fallback="cpu", batch_max_size=4, batch_wait_s=0.05, failure_threshold=1, reset_after_s=0.02,
+                    recovery_successes=1) as deployment:
+        model.broken[0] = True
+        for _ in range(15):
+            results = batch_of_requests(deployment, [sample(index) for index in range(4)])
+            assert all(answer.role == "fallback" for answer in results), results
+            time.sleep(0.03)
+        assert deployment.flush(timeout_s=10)
+        assert metric(deployment, 'torchport_serve_probes_total{result="failure"}') >= 1
+        assert metric(deployment, 'torchport_serve_breaker_transitions_total{to="closed"}') == 0

@@ -703,7 +703,9 @@ class Deployment:
             if self.contract_source != FALLBACK and size > 1:  # a lazy fallback: on the primary, at the sizes it takes
                 self._refuse_batching_if_rows_mix(size)
             if size > 1 or self._batch_sizes_unchecked:
-                self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, probe_inputs=probe,
+                # a probe made from a joined batch is judged as a postprocessed request is (the batch may
+                # hold requests of either kind; the postprocess check only ever keeps a primary out longer)
+                self.batcher = MicroBatcher(lambda joined, probe: self._route_and_run(joined, True, probe_inputs=probe,
                                                                                  canary=False),
                                             size, batch_wait_s, self.contract.batched)
 
