@@ -306,16 +306,21 @@ if __name__ == "__main__":
 """
 
 
+def _reported(tmp_path, app: str, method: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`torchport run --report` of `app` with the start method as its argument: (the run, its report)."""
+    import json
+
+    result = _run(tmp_path, app, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json", "app.py",
+                                  method])
+    assert result.returncode == 0, result.stderr
+    return result, json.loads((tmp_path / "report.json").read_text())
+
+
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_the_report_covers_process_children_of_either_start_method(tmp_path, method):
     # a forkserver's Process children leave by os._exit, running no exit handler
-    import json
-
-    result = _run(tmp_path, PROCESS_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json",
-                                          "app.py", method])
-    assert result.returncode == 0, result.stderr
+    result, report = _reported(tmp_path, PROCESS_APP, method)
     assert result.stdout.splitlines() == ["[(0, True, 3.0), (1, True, 6.0)]"]
-    report = json.loads((tmp_path / "report.json").read_text())
     counts = {(entry["api"], int(entry["site"].rsplit(":", 1)[1])): entry["count"] for entry in report["redirected"]}
     assert counts[("device=", 8)] == 2 and report["child_processes"] == 2, (counts, report["child_processes"])
 
@@ -345,11 +350,6 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_a_childs_record_includes_the_children_it_left_running(tmp_path, method):
-    import json
-
-    result = _run(tmp_path, GRANDCHILD_APP, ["-m", "torchport", "run", "--device", "cpu", "--report", "report.json",
-                                             "app.py", method])
-    assert result.returncode == 0, result.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
+    _, report = _reported(tmp_path, GRANDCHILD_APP, method)
     lines = sorted(int(entry["site"].rsplit(":", 1)[1]) for entry in report["redirected"])
     assert lines == [9, 13] and report["child_processes"] == 2, (lines, report["child_processes"])
