@@ -88,7 +88,6 @@ def activate(device: str | backends.Backend = "auto", scope=(), precision: str =
     state.set_current(retarget)
     runtime.bind(retarget)
     amp.prepare(retarget)
-    autocast_lists.prepare(retarget)
     for note in backend.on_activate():
         retarget.decide(f"{backend.name} setup", note, kind="device")
     frameworks.steer(retarget)

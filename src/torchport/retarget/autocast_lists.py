@@ -21,6 +21,7 @@ kernels are not torchport's (XLA, MPS, Neuron), and the emulated devices rehears
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 
@@ -28,7 +29,7 @@ import torch
 
 from torchport.autocast_policy import REFUSED, make_kernel, policy, resolve
 
-__all__ = ["arm", "disarm", "prepare"]
+__all__ = ["arm", "disarm"]
 
 _library: list = []
 _lock = threading.Lock()
@@ -58,13 +59,19 @@ def arm() -> None:
         _armed.append(installed)
 
 
-def prepare(retarget) -> None:
-    """At activation on the CPU target: torch's warning that a kernel registered for AutocastCPU is
-    overridden (the lists installed at the first CUDA region) is filtered now, before the application
-    warns anything: a filter added or a `catch_warnings` block left later makes Python forget which
-    warnings it has shown once per line, so the application's would show again."""
-    if retarget.type == "cpu":
-        warnings.filterwarnings("ignore", message=r"(?s).*dispatch key: AutocastCPU", category=UserWarning)
+@contextlib.contextmanager
+def _quietly():
+    """torch's warning that a kernel is overridden (the CPU's own autocast kernel, replaced while
+    CUDA's lists are armed) is not shown, whatever filters the application set (`simplefilter("error")`
+    would raise it), and Python keeps what it has shown once per line: the filter list is edited in
+    place, as `warnings.filterwarnings` and `catch_warnings` do not (they make Python forget which
+    warnings it has shown, so the application's own would show again)."""
+    saved = warnings.filters[:]
+    warnings.filters.insert(0, ("ignore", None, Warning, None, 0))
+    try:
+        yield
+    finally:
+        warnings.filters[:] = saved
 
 
 def disarm() -> None:
@@ -86,11 +93,11 @@ def _install(retarget) -> bool:
             op = resolve(name)
             if op is None or (name in own and kind != REFUSED):
                 continue
-            # a refusal replaces the CPU's own kernel, whose cast applies again once disarmed (torch's
-            # warning about the override is filtered since activation: see `prepare`)
-            library.impl(name, make_kernel(op, _while_armed(kind, own.get(name)), "cpu",
-                                           torch._C.DispatchKey.AutocastCPU, name),
-                         "AutocastCPU", with_keyset=True)
+            # a refusal replaces the CPU's own kernel, whose cast applies again once disarmed
+            with _quietly():
+                library.impl(name, make_kernel(op, _while_armed(kind, own.get(name)), "cpu",
+                                               torch._C.DispatchKey.AutocastCPU, name),
+                             "AutocastCPU", with_keyset=True)
         _library.append(library)
     return True
 
