@@ -87,23 +87,25 @@ class _LibraryImportWatch:
     fails as it would have. The project's own imports are the rewriter's."""
 
     def __init__(self, retarget):
-        self.retarget = retarget
-        self.looking = False
-
-    def find_spec(self, fullname, path, target=None):
-        import importlib.machinery
-
         from torchport.retarget.unsupported import cuda_only_packages
 
-        if path is not None or self.looking or fullname not in cuda_only_packages():
+        self.retarget = retarget
+        self.looking = False
+        #: Asked for every top-level import of the process: one dict lookup, nothing imported.
+        self.packages = cuda_only_packages()
+
+    def find_spec(self, fullname, path, target=None):
+        if path is not None or self.looking or fullname not in self.packages:
             return None
+        import importlib.machinery
+
         self.looking = True
         try:
             installed = importlib.machinery.PathFinder.find_spec(fullname) is not None
         finally:
             self.looking = False
         if not installed:
-            self._note(fullname, cuda_only_packages()[fullname])
+            self._note(fullname, self.packages[fullname])
         return None
 
     def _note(self, package: str, alternative: str) -> None:
