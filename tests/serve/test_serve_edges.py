@@ -98,25 +98,38 @@ def test_a_batch_that_fails_over_counts_every_request_it_answered():
 
 
 
-class FixedBatchPrimary(torch.nn.Module):
-    """On the primary, a graph compiled for batches of at most `limit` rows (a static-shape device)."""
+class OnThePrimary(torch.nn.Module):
+    """make_linear's model; on the primary, `fault(rows)` runs first (raises, or takes its time). A
+    deployment's copies share the function, so a fault's state (a call count, a switch) is shared."""
 
-    def __init__(self, limit: int):
+    def __init__(self, fault):
         super().__init__()
         self.model = make_linear()
-        self.limit = limit
+        self.fault = fault
 
     def forward(self, inputs):
-        if inputs.device.type != "cpu" and inputs.shape[0] > self.limit:
-            raise RuntimeError(f"compiled for batches of at most {self.limit} rows, got {inputs.shape[0]}")
+        if inputs.device.type != "cpu":
+            self.fault(inputs.shape[0])
         return self.model(inputs)
+
+
+def fixed_batch(limit: int):
+    """A graph compiled for batches of at most `limit` rows (a static-shape device)."""
+
+    def fault(rows):
+        if rows > limit:
+            raise RuntimeError(f"compiled for batches of at most {limit} rows, got {rows}")
+
+    return fault
+
+
 
 
 def test_micro_batches_are_capped_at_the_largest_batch_the_primary_answers_at_start(caplog):
     # requests of one row each, 8 at once: joined to 8 rows they would all fail on the primary, open
     # the breaker, and its probes (joined batches too) would keep it open for good
     with caplog.at_level("WARNING", logger="torchport.serve"):
-        deployment = Deployment(lambda: {"model": FixedBatchPrimary(4), "example": EXAMPLE}, primary=PRIMARY,
+        deployment = Deployment(lambda: {"model": OnThePrimary(fixed_batch(4)), "example": EXAMPLE}, primary=PRIMARY,
                                 fallback="cpu", batch_max_size=8, batch_wait_s=0.2, failure_threshold=1)
     with deployment:
         assert deployment.batcher.max_size == 4
@@ -129,29 +142,20 @@ def test_micro_batches_are_capped_at_the_largest_batch_the_primary_answers_at_st
         for index, answer in enumerate(results):
             expected = make_linear()(torch.tensor(sample(index)))
             assert torch.allclose(torch.tensor(answer.body["outputs"]), expected, atol=1e-5)
-    with Deployment(lambda: {"model": FixedBatchPrimary(8), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+    with Deployment(lambda: {"model": OnThePrimary(fixed_batch(8)), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                     batch_max_size=8) as deployment:  # a primary that takes the whole batch: no cap
         assert deployment.batcher.max_size == 8 and deployment.status()["batching"] == {"max_size": 8}
 
 
-class BucketedPrimary(torch.nn.Module):
-    """On the primary, graphs compiled for batches of 1, 2, 4 and 8 rows only (a bucketed XLA or
-    Neuron model): any other row count fails there."""
-
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-
-    def forward(self, inputs):
-        if inputs.device.type != "cpu" and inputs.shape[0] not in (1, 2, 4, 8):
-            raise RuntimeError(f"no graph compiled for a batch of {inputs.shape[0]} rows")
-        return self.model(inputs)
-
+def bucketed(rows):
+    """Graphs compiled for batches of 1, 2, 4 and 8 rows only (a bucketed XLA or Neuron model)."""
+    if rows not in (1, 2, 4, 8):
+        raise RuntimeError(f"no graph compiled for a batch of {rows} rows")
 
 def test_joined_batches_run_at_a_few_sizes_a_bucketed_primary_was_checked_at():
     # 3, 5, 6 or 7 joined rows run as 4 or 8, the last row repeated: every request is the primary's
     # answer for its own rows, and no size reaches the primary that was not tried at start
-    with Deployment(lambda: {"model": BucketedPrimary(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+    with Deployment(lambda: {"model": OnThePrimary(bucketed), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                     batch_max_size=8, batch_wait_s=0.3, failure_threshold=1) as deployment:
         assert deployment.batcher.sizes == (2, 4, 8) and deployment.status()["batching"] == {"max_size": 8}
         for rows in ([1, 2], [1, 1, 1, 2, 1], [2, 2, 1, 2]):  # 3, 6 and 7 rows joined
@@ -179,22 +183,13 @@ def test_a_model_that_mixes_rows_only_at_a_size_batches_never_run_at_gives_each_
             assert answer.body["outputs"] == request  # joined, they ran as 4 rows, not 3
 
 
-class SlowPerRow(torch.nn.Module):
-    """On the primary, 40 ms a row (healthy, slower than the fallback)."""
-
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-
-    def forward(self, inputs):
-        if inputs.device.type != "cpu":
-            time.sleep(0.04 * inputs.shape[0])
-        return self.model(inputs)
-
+def slow_per_row(rows):
+    """40 ms a row (healthy, slower than the fallback)."""
+    time.sleep(0.04 * rows)
 
 def test_micro_batches_are_capped_below_the_size_the_primary_answers_past_the_timeout(caplog):
     with caplog.at_level("WARNING", logger="torchport.serve"):
-        deployment = Deployment(lambda: {"model": SlowPerRow(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
+        deployment = Deployment(lambda: {"model": OnThePrimary(slow_per_row), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu",
                                 timeout_s=0.25, batch_max_size=8)
     with deployment:
         batching = deployment.status()["batching"]
@@ -203,34 +198,23 @@ def test_micro_batches_are_capped_below_the_size_the_primary_answers_past_the_ti
         assert deployment.batcher.sizes == (2, 4) and "micro-batches capped at 4 rows" in caplog.text
 
 
-class FailsOnceThenOutOfMemoryAboveFour(torch.nn.Module):
-    """On the primary: the first call fails (a runtime still starting), then batches of more than 4
-    rows run out of memory."""
+def fails_once_then_out_of_memory_above_four():
+    """The first call fails (a runtime still starting), then batches of more than 4 rows run out of memory."""
+    calls = [0]
 
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-        self.calls = [0]
+    def fault(rows):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("runtime not ready")
+        if rows > 4:
+            raise torch.OutOfMemoryError("out of device memory")
 
-    def __deepcopy__(self, memo):
-        copied = FailsOnceThenOutOfMemoryAboveFour()
-        copied.calls = self.calls
-        return copied
-
-    def forward(self, inputs):
-        if inputs.device.type != "cpu":
-            self.calls[0] += 1
-            if self.calls[0] == 1:
-                raise RuntimeError("runtime not ready")
-            if inputs.shape[0] > 4:
-                raise torch.OutOfMemoryError("out of device memory")
-        return self.model(inputs)
-
+    return fault
 
 def test_a_primary_that_failed_its_warm_up_has_its_batch_sizes_checked_once_its_probes_take_it_back():
     # the probes use one request's own rows (not the joined batch, which this primary cannot take),
     # so the breaker closes; then the sizes are checked and batches capped at 4
-    with Deployment(lambda: {"model": FailsOnceThenOutOfMemoryAboveFour(), "example": EXAMPLE}, primary=PRIMARY,
+    with Deployment(lambda: {"model": OnThePrimary(fails_once_then_out_of_memory_above_four()), "example": EXAMPLE}, primary=PRIMARY,
                     fallback="cpu", batch_max_size=8, batch_wait_s=0.1, reset_after_s=0.05,
                     recovery_successes=1) as deployment:
         # not joined until the primary's sizes are checked
@@ -1115,32 +1099,22 @@ def test_micro_batching_refuses_a_model_that_cannot_take_one_row_with_a_usage_er
                    fallback="cpu", batch_max_size=4)
 
 
-class FailsLargeBatchesWhileBroken(torch.nn.Module):
-    """On the primary, while `broken` is set: batches of more than 2 rows fail (memory taken by
-    something else); one-row probes still pass."""
+def large_batches_fail_while(broken: list):
+    """Batches of more than 2 rows fail while `broken[0]` is set (memory taken by something else);
+    one-row probes still pass."""
 
-    def __init__(self):
-        super().__init__()
-        self.model = make_linear()
-        self.broken = [False]
-
-    def __deepcopy__(self, memo):
-        copied = FailsLargeBatchesWhileBroken()
-        copied.broken = self.broken
-        return copied
-
-    def forward(self, inputs):
-        if inputs.device.type != "cpu" and self.broken[0] and inputs.shape[0] > 2:
+    def fault(rows):
+        if broken[0] and rows > 2:
             raise torch.OutOfMemoryError("out of device memory")
-        return self.model(inputs)
 
+    return fault
 
 def test_a_primary_back_from_an_outage_has_its_batch_sizes_checked_again():
-    model = FailsLargeBatchesWhileBroken()
-    with Deployment(lambda: {"model": model, "example": EXAMPLE}, primary=PRIMARY, fallback="cpu", batch_max_size=4,
+    broken = [False]
+    with Deployment(lambda: {"model": OnThePrimary(large_batches_fail_while(broken)), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu", batch_max_size=4,
                     batch_wait_s=0.1, failure_threshold=1, reset_after_s=0.05, recovery_successes=1) as deployment:
         assert deployment.batcher.max_size == 4
-        model.broken[0] = True
+        broken[0] = True
         deadline = time.monotonic() + 20
         while deployment.status()["batching"].get("max_size") != 2 and time.monotonic() < deadline:
             batch_of_requests(deployment, [sample(index) for index in range(4)])
