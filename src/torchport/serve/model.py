@@ -2,10 +2,12 @@
 tensor moves between host and device.
 
 A factory is a `module:function` (or `path/file.py:function`, as for `torchport compare`) or a
-callable. It takes no arguments and returns the model, `(model, example_inputs)` (a compare case),
-or a dict with `model` and optionally `preprocess(json) -> inputs`, `postprocess(outputs) -> json`
-and `example` (inputs the deployment runs once on each device at start: compilation and warm-up
-happen before the first request, not inside its timeout). Inputs are one tensor (one
+callable. It takes no arguments and returns the model on the host (the deployment places it on each
+device), `(model, example_inputs)` (a compare case: a function in the second place is the example as
+a function of the batch size, never a preprocess), or a dict with `model` and optionally
+`preprocess(json) -> inputs`, `postprocess(outputs) -> json` and `example` (inputs the deployment
+runs once on each device at start: compilation and warm-up happen before the first request, not
+inside its timeout). Inputs are one tensor (one
 positional argument), a tuple or list (positional arguments) or a dict (keyword arguments).
 """
 
@@ -22,6 +24,7 @@ from torchport.serve.errors import InvalidInput
 
 __all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess", "json_bytes",
            "default_postprocess", "to_device", "nonfinite_count", "all_finite", "narrowed_integers", "out_of_range",
+           "state_out_of_range",
            "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
 
 #: Keys a factory's dict may have.
@@ -268,9 +271,10 @@ def narrowed_integers(downcasts: dict[str, str]) -> dict:
     return pairs
 
 
-def out_of_range(value: Any, narrowed: dict) -> str | None:
+def out_of_range(value: Any, narrowed: dict, what: str = "input", device: str = "the primary") -> str | None:
     """What in `value` a device narrowing integers as `narrowed` ({torch.int64: torch.int32}) would
-    change: the first tensor whose values do not fit the narrower type, described; None when all fit."""
+    change: the first tensor whose values do not fit the narrower type, described (`what` names the
+    values, `device` the device); None when all fit."""
     import torch
 
     if not narrowed:
@@ -279,13 +283,36 @@ def out_of_range(value: Any, narrowed: dict) -> str | None:
         if not isinstance(leaf, torch.Tensor) or leaf.dtype not in narrowed or leaf.numel() == 0:
             continue
         narrow = narrowed[leaf.dtype]
-        low, high = torch.aminmax(_strided(leaf))
+        low, high = torch.aminmax(_strided(leaf.detach()))
         limits = torch.iinfo(narrow)
         if low.item() < limits.min or high.item() > limits.max:
             wide_name, narrow_name = str(leaf.dtype).removeprefix("torch."), str(narrow).removeprefix("torch.")
-            return (f"{wide_name} input values from {low.item()} to {high.item()} do not fit the "
-                    f"{narrow_name} the primary computes {wide_name} in ({limits.min} to {limits.max})")
+            return (f"{wide_name} {what} values from {low.item()} to {high.item()} do not fit the "
+                    f"{narrow_name} {device} computes {wide_name} in ({limits.min} to {limits.max})")
     return None
+
+
+def state_out_of_range(model, narrowed: dict, device: str) -> str | None:
+    """What in `model`'s parameters and buffers a device narrowing integers as `narrowed` would hold
+    wrapped (catalogue ids beyond 2**31 in an int64 buffer): the first that does not fit, named with
+    its values; None when all fit. Such a model cannot be held faithfully on that device: every answer
+    that reads the tensor would be wrong, silently."""
+    if not narrowed:
+        return None
+    import itertools
+
+    for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
+        found = out_of_range(tensor, narrowed, f"{'parameter' if isinstance(tensor, _parameter_type()) else 'buffer'} "
+                                               f"{name!r}", device)
+        if found is not None:
+            return found
+    return None
+
+
+def _parameter_type():
+    import torch
+
+    return torch.nn.Parameter
 
 
 def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:
@@ -332,14 +359,55 @@ def _names(code) -> set[str]:
     return names
 
 
+def _unusable_device(error: BaseException) -> str | None:
+    """The device `error` comes from when this machine cannot use it (a factory written for a GPU host
+    calling `.cuda()` where torch has no CUDA): a registered device the message names, or whose
+    `torch.<device>` module the traceback passes through, that its backend's probe finds unusable."""
+    import re
+    import traceback
+
+    from torchport.backends import real_backends
+
+    message = str(error).lower()
+    files = [frame.f_code.co_filename.replace("\\", "/") for frame, _ in traceback.walk_tb(error.__traceback__)]
+    for backend in real_backends():
+        if not backend.is_accelerator():
+            continue
+        named = re.search(rf"\b{re.escape(backend.name)}\b", message) is not None
+        if not named and not any(f"/torch/{backend.device_type}/" in path for path in files):
+            continue
+        try:
+            usable = backend.probe().usable
+        except Exception:
+            usable = False
+        if not usable:
+            return backend.name
+    return None
+
+
+def _placements(device: str) -> str:
+    """How code places a module on `device`: `.cuda()` where nn.Module has such a method, and `.to(...)`."""
+    import torch
+
+    moves = [f".{device}()"] if callable(getattr(torch.nn.Module, device, None)) else []
+    return " and ".join(moves + [f".to({device!r})"])
+
+
 def load_factory(factory: Any) -> ModelSpec:
     """Call the factory once and check what it returned; errors name the factory and the fix."""
     import torch
 
     function, name = _factory_function(factory)
+    from_pair = False  # (model, example_inputs), read as a compare case's pair is
     try:
         value = function()
     except Exception as error:
+        device = _unusable_device(error)
+        if device is not None:  # `.cuda()` in a factory written for another machine
+            raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}: it places the model (or its "
+                             f"example) on {device!r}, which this machine cannot use. Serve moves the model to each "
+                             "device itself (--primary and --fallback): return it on the CPU, as the factory builds "
+                             f"it (drop {_placements(device)} from the factory, on its example too).") from error
         raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}. "
                          "Fix the function so it returns the model (or a dict with 'model').") from error
     except SystemExit as error:  # a settings helper that exits on a missing variable or argument
@@ -357,6 +425,7 @@ def load_factory(factory: Any) -> ModelSpec:
                 spec.pop(key, None)
     elif isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], torch.nn.Module):
         spec = {"model": value[0], "example": value[1]}
+        from_pair = True
     else:
         spec = {"model": value}
     unknown = set(spec) - set(FACTORY_KEYS)
@@ -382,8 +451,14 @@ def load_factory(factory: Any) -> ModelSpec:
         try:
             example = example(2)
         except Exception as error:
-            raise UsageError(f"Factory {name!r}'s example, a function of the batch size, raised {type(error).__name__}: "
-                             f"{error} for a batch of 2.") from error
+            how = ("a dict: {'model': model, 'preprocess': preprocess} (with 'postprocess' and 'example' as needed)"
+                   if from_pair else "an 'example' the function returns for a batch size")
+            read = ("returned a (model, function) pair, which is read as (model, example_inputs), the function "
+                    "taken for the example as a function of the batch size" if from_pair else
+                    "returned a function as its example, taken for a function of the batch size")
+            raise UsageError(f"Factory {name!r} {read}; called for a batch of 2 it raised {type(error).__name__}: "
+                             f"{error}. If the function is a preprocess (JSON request -> inputs), return {how}; if it "
+                             "makes the example, fix it so that it takes the batch size.") from error
     return ModelSpec(
         model=model if keep_mode else model.eval(),
         training=training,
@@ -411,11 +486,7 @@ def load_weights(model, path: str) -> None:
         at = detail.lower().find("unsupported global")
         if at >= 0:  # the unpickler met a global (a class, a function such as os.system): refused, nothing ran
             found = detail[at:].splitlines()[0].split(" was not ")[0]
-            raise UsageError(f"Weights file {path!r} holds Python objects, not only tensors ({found}): a whole model "
-                             "saved with torch.save(model), or a checkpoint with other objects beside its state dict "
-                             "(numpy arrays, a config); it is refused, since loading it would run code "
-                             "(weights_only=True). Save the state dict alone where the file is written "
-                             "(torch.save(model.state_dict(), path)).") from None
+            raise UsageError(_python_objects_refused(path, found, model)) from None
         found = detail.strip().splitlines()[-1] if detail.strip() else type(error).__name__
         raise UsageError(f"Weights file {path!r} is not a readable torch checkpoint (corrupt, truncated, or another "
                          f"format: {found}). Pass a file written by torch.save(model.state_dict(), path).") from None
@@ -444,6 +515,35 @@ def load_weights(model, path: str) -> None:
         raise UsageError(f"Weights file {path!r} does not fit the factory's model: {found}. Check that the file was "
                          "saved from the same architecture, with its state dict at the top or under one of "
                          f"{', '.join(map(repr, WEIGHTS_KEYS))}.") from error
+
+
+def _python_objects_refused(path: str, found: str, model) -> str:
+    """Why a weights file with Python objects in it is refused, and the way out that fits it: a model
+    whose own state dict holds objects (a module's `get_extra_state`) cannot be saved without them, so
+    the advice is to allow their class; any other file is a whole model or a checkpoint with other
+    entries, whose state dict can be saved alone."""
+    import re
+
+    import torch
+
+    name = re.search(r"GLOBAL ([\w.]+)", found)
+    allow = (f"torch.serialization.add_safe_globals([{name.group(1)}])" if name
+             else "torch.serialization.add_safe_globals([TheClass])")
+    extra = [repr(module_name) if module_name else "the model itself" for module_name, module in model.named_modules()
+             if type(module).get_extra_state is not torch.nn.Module.get_extra_state]
+    refused = (f"Weights file {path!r} holds Python objects, not only tensors ({found}); it is refused, since "
+               "loading them would run their code (weights_only=True).")
+    if extra:
+        shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        return (f"{refused} The model's own state dict holds such objects: {shown} "
+                f"{'keeps' if len(extra) == 1 else 'keep'} extra state (get_extra_state), saved under "
+                "'<module>._extra_state'. If the class is yours and safe to load, "
+                f"allow it where the factory is defined, before the weights load: {allow}; or have get_extra_state "
+                "return tensors, numbers, strings and dicts or lists of them.")
+    return (f"{refused} It is a whole model saved with torch.save(model), or a checkpoint with other objects beside "
+            "its state dict (numpy arrays, a config). Save the state dict alone where the file is written "
+            f"(torch.save(model.state_dict(), path)), or, if the class is yours and safe to load, allow it where the "
+            f"factory is defined, before the weights load: {allow}.")
 
 
 #: Where checkpoints keep the model's state dict beside other entries (epoch, optimizer state).

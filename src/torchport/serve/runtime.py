@@ -19,6 +19,14 @@ calls `predict_async`: the whole request (a failover to the fallback included) r
 worker, the primary in that worker's thread, and the event loop holds the primary's deadline (one
 thread hop each way instead of two); past it, the fallback answers on a thread of its own pool.
 
+Models run under `torch.no_grad()`, as plain PyTorch inference code runs them, so that a model
+using autograd in `forward` works and its outputs are ordinary tensors a postprocess may edit. A
+model whose integer parameters or buffers the primary's profile would narrow (int64 ids beyond its
+int32) is not moved there, and a primary whose answer to the example differs from the fallback's by
+compare's parity rule starts out of service, its probes asking the example again: neither answers
+wrongly in silence. Failovers (rate-limited) and the drift alarm's rising and clearing are logged
+with their reasons.
+
 The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
 fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
 children looked up once, and the in-flight and abandoned gauges read at scrape time.
@@ -38,7 +46,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from torchport.errors import UsageError
+from torchport.errors import TorchportError, UsageError
 from torchport.serve.batching import MicroBatcher, bucket_sizes
 from torchport.serve.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
 from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, NoDeviceAnswered, PostprocessFailed,
@@ -46,11 +54,11 @@ from torchport.serve.errors import (Draining, InvalidInput, ModelRejectedInput, 
 from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
-from torchport.serve.model import (all_finite, json_bytes, load_factory, load_weights, narrowed_integers, nonfinite_count,
-                                   out_of_range, to_device)
-from torchport.serve.shadow import ShadowMonitor, ShadowResult
+from torchport.serve.model import (all_finite, default_postprocess, json_bytes, load_factory, load_weights,
+                                   narrowed_integers, nonfinite_count, out_of_range, state_out_of_range, to_device)
+from torchport.serve.shadow import ShadowMonitor, ShadowResult, compare_outputs
 
-__all__ = ["Deployment", "Answer", "Replica", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
+__all__ = ["Deployment", "Answer", "Replica", "UnfaithfulModel", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
 
 PRIMARY, FALLBACK = "primary", "fallback"
 #: The longest primary timeout: a day (a lock's wait is bounded by threading.TIMEOUT_MAX).
@@ -102,10 +110,41 @@ class _DeviceFailure(Exception):
         self.fallback = fallback
 
 
+class UnfaithfulModel(TorchportError):
+    """The model cannot be held faithfully on a device (its profile narrows an integer type whose
+    values in the model's parameters or buffers do not fit): it is not moved there."""
+
+
 class _Abandoned(BaseException):
     """Unwinds a worker whose request the event loop answered without it (its primary call passed
     the deadline): nothing it computed is counted or returned. Not an Exception, so that no
     handler on the way mistakes it for the model's failure."""
+
+
+#: The least time between two log lines about primary failures (failovers).
+FAILURE_LOG_INTERVAL_S = 10.0
+
+
+class _RateLimitedLog:
+    """Logs at most one line per `interval_s`; the next line logged says how many were held back."""
+
+    def __init__(self, interval_s: float):
+        self.interval_s = interval_s
+        self._last: float | None = None
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def warning(self, message: str, *args: Any) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last < self.interval_s:
+                self._held += 1
+                return
+            held, self._held, self._last = self._held, 0, now
+        if held:
+            message += " (%d more such line(s) in the last %g s not logged)"
+            args = (*args, held, self.interval_s)
+        _log.warning(message, *args)
 
 
 class _Window:
@@ -493,10 +532,17 @@ class Replica:
             return {}
 
     def model(self):
-        """The model on this device, moving it there on first use."""
+        """The model on this device, moving it there on first use. A model whose integer parameters or
+        buffers hold values the device's profile would narrow (int64 ids beyond 2**31 on a device that
+        computes int64 as int32) is not moved (UnfaithfulModel): the device would hold them wrapped and
+        answer wrongly, silently."""
         if self._model is None:
             with self._lock:
                 if self._model is None:
+                    narrowed = narrowed_integers(self.profile_downcasts())
+                    found = state_out_of_range(self._source, narrowed, f"the {self.role} {self.name!r}")
+                    if found is not None:
+                        raise UnfaithfulModel(f"{found}: the device would hold them wrapped and answer wrongly")
                     self.device = self.backend.device()
                     self._model = self._source.to(self.device)
                     self._source = None
@@ -506,11 +552,16 @@ class Replica:
         """The model's outputs for `inputs` (host tensors in, host tensors out). The model gets its own
         copy of the inputs, as a device replica does by the move: one that edits its input in place
         (`x.div_(255)`) leaves the request's tensors as they came for the other device (a failover, a
-        shadow comparison, a probe)."""
+        shadow comparison, a probe).
+
+        The call runs under `torch.no_grad()`, as plain PyTorch inference code does, not under
+        `torch.inference_mode()`: a model may use autograd inside `forward` (`torch.enable_grad()` and
+        `torch.autograd.grad`, for forces or saliency), which inference mode forbids, and its outputs
+        are ordinary tensors that a postprocess may edit in place."""
         import torch
 
         model = self.model()
-        with torch.inference_mode():
+        with torch.no_grad():
             if self.device.type == "cpu" and isinstance(inputs, torch.Tensor) and inputs.device.type == "cpu":
                 outputs = call_model(model, inputs.clone())  # host to host: a copy, nothing to move
                 if isinstance(outputs, torch.Tensor) and outputs.device.type == "cpu":
@@ -652,13 +703,14 @@ class Deployment:
                                  f"{type(error).__name__}: {error}. The fallback is the way back; pick one the "
                                  "model loads on (e.g. --fallback cpu).") from error
         self.metrics = make_metrics(self._replicas_loaded)
+        self._failure_log = _RateLimitedLog(FAILURE_LOG_INTERVAL_S)
         self.breaker = CircuitBreaker(failure_threshold, reset_after_s, recovery_successes,
                                       on_change=self._breaker_changed)
         #: Why the model could not be moved to the primary at start (None: it was); traffic then
         #: starts on the fallback and the breaker's probes retry the move.
         self.primary_load_error = self._load_primary()
         self.shadow_monitor = ShadowMonitor(shadow_alarm_after, shadow_window, thresholds,
-                                            downcasts=self.primary.profile_downcasts())
+                                            downcasts=self.primary.profile_downcasts(), on_alarm=self._alarm_changed)
         #: {torch.int64: torch.int32}: integer inputs the primary computes in a narrower type; a request
         #: whose values do not fit goes to the fallback (the primary would answer it wrapped, silently)
         self._narrowed = narrowed_integers(self.primary.profile_downcasts())
@@ -683,6 +735,9 @@ class Deployment:
         self.contract: OutputContract | None = None
         #: Whose outputs on the example set the contract: FALLBACK, or PRIMARY with a lazy fallback.
         self.contract_source: str | None = None
+        #: The fallback's answer to the example, kept while the primary's differed from it at start: its
+        #: probes ask the example too, so a primary that answers it wrongly is not taken back.
+        self._example_reference: Any = None
         #: How each loaded device did on the factory's example at start ("ok" or what went wrong).
         self.warmup = self._warm_up(self.spec.example) if self.spec.example is not None else {}
         if self.primary_load_error and not self.warmup:
@@ -833,6 +888,8 @@ class Deployment:
                         f"{self.fallback.name!r} {type(fallback_error).__name__}: {fallback_error}."
                     ) from fallback_error
             self.metrics.load_failed(PRIMARY, self.primary.name)
+            _log.warning("the model is not moved to the primary %r (%s: %s): serving from the fallback %r",
+                         self.primary.name, type(error).__name__, error, self.fallback.name)
             self.breaker.force_open()
             return f"{type(error).__name__}: {error}"
         return None
@@ -879,9 +936,37 @@ class Deployment:
                 violation = self.contract.differs(signatures[PRIMARY], reference)
                 if violation:
                     results[PRIMARY] = f"outputs break the fallback's contract: {violation}"
+                elif self.spec.eval:  # a model served in training mode answers each run differently, by design
+                    difference = self._example_differs(signatures[PRIMARY], reference)
+                    if difference:
+                        results[PRIMARY] = difference
+                        self._example_reference = reference
         if results.get(PRIMARY, "ok") != "ok":
+            if not self.primary_load_error:  # a model not moved there is logged where the move failed
+                _log.warning("the primary %r failed the example at start: %s", self.primary.name, results[PRIMARY])
             self.breaker.force_open()
         return results
+
+    def _alarm_changed(self, raised: bool, result: ShadowResult) -> None:
+        """The log follows the drift alarm, with the reason of the comparison that raised it."""
+        monitor = self.shadow_monitor
+        if raised:
+            _log.warning("shadow drift alarm raised: %d of the last %d comparisons of the primary %r with the fallback "
+                         "%r mismatched; the last: %s", monitor.recent_mismatches, monitor.recent_comparisons,
+                         self.primary.name, self.fallback.name, "; ".join(result.reasons) or "no reason given")
+        else:
+            _log.warning("shadow drift alarm cleared: %d of the last %d comparisons of the primary %r with the "
+                         "fallback %r mismatched (the alarm rises at %d)", monitor.recent_mismatches, monitor.recent_comparisons,
+                         self.primary.name, self.fallback.name, monitor.alarm_after)
+
+    def _example_differs(self, outputs: Any, reference: Any) -> str | None:
+        """What differs between the primary's answer to the example and the fallback's `reference`,
+        judged by compare's parity rule as shadow comparisons are (an int64 output computed past the
+        primary's int32, a kernel that is off); None when they agree."""
+        result = compare_outputs(reference, outputs, self.shadow_monitor.thresholds, self.shadow_monitor.downcasts)
+        if result.agree:
+            return None
+        return f"its answer to the example differs from the fallback's: {'; '.join(result.reasons[:3])}"
 
     def _breaker_changed(self, state: str) -> None:
         """Metrics and the log follow the breaker; the primary taken back into service after failing
@@ -895,6 +980,7 @@ class Deployment:
             warmup = getattr(self, "warmup", None) or {}
             if not warmup.get(PRIMARY, "ok").startswith("ok"):
                 warmup[PRIMARY] = f"ok after probes (at start: {warmup[PRIMARY]})"
+            self._example_reference = None
             _log.warning("the primary %r is back in service (circuit breaker closed after %d good probes)",
                          self.primary.name, self.breaker.recovery_successes)
             if getattr(self, "batcher", None) is not None:
@@ -973,6 +1059,7 @@ class Deployment:
             "batching": self.batching,
             "shadow": {"share": self.shadow_share, "comparisons": monitor.comparisons,
                        "mismatches": monitor.mismatches, "drift_alarm": monitor.alarm,
+                       "last_mismatch": "; ".join(monitor.last_mismatch.reasons) if monitor.last_mismatch else None,
                        "note": self.shadow_note or None},
             "in_flight": self._in_flight,
             "abandoned_calls": self._primary_workers.abandoned,
@@ -1180,8 +1267,11 @@ class Deployment:
                 answer = self.batcher(inputs)
             else:
                 answer = self._route_and_run(inputs, postprocess, window)
+            # picked before the postprocess, which then gets its own copy of the outputs the shadow
+            # comparison reads (a postprocess may edit its argument: pop a key, sigmoid_ in place)
+            shadowed = self._shadow_pick.pick()
             if postprocess:
-                self._postprocess(answer, inputs)
+                self._postprocess(answer, inputs, keep=shadowed)
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
@@ -1198,41 +1288,58 @@ class Deployment:
         if answer.fallback_failed:
             self.metrics.fallback_failed()
         self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
-        if self._shadow_pick.pick():
+        if shadowed:
             self._start_shadow(inputs, answer)
         return answer
 
-    def _postprocess(self, answer: Answer, inputs: Any) -> None:
+    def _postprocess(self, answer: Answer, inputs: Any, keep: bool = False) -> None:
         """Set `answer.body` and `answer.content`, its JSON. When the factory's postprocess raises on
         the primary's outputs, or gives a body that is not JSON (an `-inf` from `log` of a probability
         the primary's precision rounded to 0), the request fails over ('bad_output') and the
         fallback's outputs are postprocessed instead; when the fallback's fail too, the postprocess
-        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary."""
+        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary.
+        `keep`: `answer.outputs` are read after the postprocess (a shadow comparison), which gets a
+        copy of them."""
         if answer.role != PRIMARY:
-            answer.body, answer.content = self._rendered(self._postprocessed(answer.outputs, answer.device))
+            answer.body, answer.content = self._rendered(self._postprocessed(self._given(answer.outputs, keep),
+                                                                             answer.device))
             return
-        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs)
+        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs, keep)
         if rejected is not None:
             failure, outputs = rejected
             self._primary_failed(failure)
             answer.outputs, answer.role, answer.device = outputs, FALLBACK, self.fallback.name
             answer.failover = "bad_output"
 
-    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
+    def _given(self, outputs: Any, keep: bool) -> Any:
+        """What the factory's postprocess is called with: `outputs` themselves, or, when they are read
+        after it (`keep`), a copy (containers and tensors), so that a postprocess that edits its
+        argument leaves the model's outputs as the model returned them. The default postprocess only
+        reads."""
+        if not keep or self.spec.postprocess is default_postprocess:
+            return outputs
+        import torch
+
+        from torchport.compare.tree import map_tensors
+
+        return map_tensors(torch.Tensor.clone, outputs)
+
+    def _judge_postprocess(self, outputs: Any, inputs: Any,
+                           keep: bool = False) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
         """The postprocess on the primary's `outputs`, judged as for a live request: (body, JSON, None)
         when it takes them and gives JSON; (the fallback's body and JSON, (bad_output failure, the
         fallback's outputs)) when not but the fallback's do; PostprocessFailed or UnserializableOutput
         when the fallback's fail too (the postprocess, not the primary, is at fault: the breaker is not
         charged)."""
         try:
-            return (*self._rendered(self.spec.postprocess(outputs)), None)
+            return (*self._rendered(self.spec.postprocess(self._given(outputs, keep))), None)
         except UnserializableOutput as error:
             failure = _DeviceFailure("bad_output", f"its postprocessed answer is not JSON ({error.reason})")
         except (Exception, SystemExit) as error:
             failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
         fallback_outputs = self._fallback_only(inputs)
         try:
-            body = self.spec.postprocess(fallback_outputs)
+            body = self.spec.postprocess(self._given(fallback_outputs, keep))
         except (Exception, SystemExit) as error:
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error
@@ -1409,6 +1516,10 @@ class Deployment:
             return None, error
 
     def _primary_failed(self, failure: _DeviceFailure) -> None:
+        """Charge the breaker with a live request's primary failure, and log why (at most one line per
+        FAILURE_LOG_INTERVAL_S, counting those held back, so a failing primary does not flood the log)."""
+        self._failure_log.warning("a request failed on the primary %r (%s): %s", self.primary.name, failure.cause,
+                                  failure.detail)
         self.breaker.record_failure()
         if failure.cause == "oom" and self.primary.backend.is_accelerator():
             try:  # give the allocator's cached blocks back, so the next request has a chance
@@ -1434,6 +1545,11 @@ class Deployment:
                     rejected = None
                 if rejected is not None:
                     raise rejected[0]
+            reference = self._example_reference
+            if reference is not None:
+                difference = self._example_differs(self._call_primary(self.spec.example), reference)
+                if difference:
+                    raise _DeviceFailure("bad_output", difference)
         except _DeviceFailure as failure:
             if self._fallback_rejects(inputs, failure):  # a bad input proves nothing about the primary
                 self.breaker.probe_inconclusive()

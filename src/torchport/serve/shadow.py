@@ -3,7 +3,9 @@ compare's parity metrics and pass rule (`torchport.compare.metrics`).
 
 The fallback (the platform being left) is the reference. A comparison that fails the rule is a
 mismatch; `alarm_after` mismatches among the last `window` comparisons raise the drift alarm, which
-stays raised while they remain in the window.
+stays raised while they remain in the window. The monitor keeps the last mismatch's reasons (which
+output, which metric, or the primary's failure) and tells its listener when the alarm rises and
+clears, so that the reason reaches the log and /readyz.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from torchport.compare.metrics import Thresholds, judge, tensor_metrics, threshold_for, worst
 
@@ -97,7 +99,8 @@ class ShadowMonitor:
     """Counts comparisons and mismatches and keeps the drift alarm; thread-safe."""
 
     def __init__(self, alarm_after: int = 3, window: int = 100, thresholds: Mapping[str, Thresholds] | None = None,
-                 downcasts: Mapping[str, str] | None = None):
+                 downcasts: Mapping[str, str] | None = None,
+                 on_alarm: Callable[[bool, ShadowResult], None] | None = None):
         if alarm_after < 1 or window < alarm_after:
             from torchport.errors import UsageError
 
@@ -112,6 +115,10 @@ class ShadowMonitor:
         self.alarms_raised = 0
         self.alarm = False
         self.last: ShadowResult | None = None
+        #: The last comparison that mismatched (None: none has).
+        self.last_mismatch: ShadowResult | None = None
+        #: Called with (raised, the comparison that changed it) when the alarm rises or clears.
+        self._on_alarm = on_alarm
         #: The comparison count at which the alarm was first raised (None: never).
         self.first_alarm_at: int | None = None
 
@@ -130,6 +137,23 @@ class ShadowMonitor:
                 self.alarms_raised += 1
                 if self.first_alarm_at is None:
                     self.first_alarm_at = self.comparisons
+            changed = alarm != self.alarm
             self.alarm = alarm
             self.last = result
+            if not result.agree:
+                self.last_mismatch = result
+        if changed and self._on_alarm is not None:
+            self._on_alarm(alarm, result)
         return result
+
+    @property
+    def recent_mismatches(self) -> int:
+        """Mismatches among the comparisons in the window."""
+        with self._lock:
+            return sum(self._recent)
+
+    @property
+    def recent_comparisons(self) -> int:
+        """Comparisons in the window (up to its size)."""
+        with self._lock:
+            return len(self._recent)
