@@ -78,6 +78,43 @@ def test_fused_optimizer_follows_the_targets_profile(program, tmp_path):
         assert (decisions.get("fused optimizers") == "adapted") == (fused == "False"), decisions
 
 
+def test_ops_the_target_lacks_are_named_once_by_run_and_refused_under_strict(program, tmp_path):
+    # aten::nonzero (data-dependent shape) and a fused optimizer's kernel built by a library torchport
+    # does not steer: the emulator runs both, which Trainium does not: the summary names each once
+    library = tmp_path / "lib"
+    library.mkdir()
+    (library / "optimizers.py").write_text("import torch\n"
+                                           "def build(params):\n"
+                                           "    return torch.optim.AdamW(params, lr=0.1, fused=True)\n")
+    source = """
+    import torch, optimizers
+    model = torch.nn.Linear(4, 2).cuda()
+    optimizer = optimizers.build(model.parameters())
+    for _ in range(2):
+        x = torch.randn(3, 4, device="cuda")
+        print("kept=" + str(len(torch.nonzero(x > 0))))
+        model(x).sum().backward()
+        optimizer.step()
+    """
+    report = tmp_path / "report.json"
+    options = ("--device", "neuron-emulated", "--no-scope", str(library), "--report", str(report))
+    path = {"PYTHONPATH": os.pathsep.join(filter(None, (str(library), os.environ.get("PYTHONPATH"))))}
+    result = program(source, *options, env=path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lacks = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]
+             if entry["kind"] == "target lacks"}
+    assert set(lacks) == {"aten::nonzero", "aten::_fused_adamw_"}, lacks
+    assert "data-dependent output shape" in lacks["aten::nonzero"]
+    assert "no fused optimizer kernels" in lacks["aten::_fused_adamw_"]
+    strict = program(source, "--strict", *options, env=path)
+    assert strict.returncode != 0
+    assert "Op aten::nonzero is unsupported on target 'neuron'" in strict.stderr
+    # the CPU target lacks neither
+    plain = program(source, "--device", "cpu", "--no-scope", str(library), "--report", str(report), env=path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert not [entry for entry in json.loads(report.read_text())["decisions"] if entry["kind"] == "target lacks"]
+
+
 def test_copies_of_device_tensors_and_storages_moved_by_map_location_work_on_the_emulated_device(program, tmp_path):
     # an EMA copy of a model, copy.deepcopy of a tensor and `map_location=lambda s, loc: s.cuda(0)`
     # all make a storage on the device (these crashed the process before)

@@ -153,15 +153,18 @@ def test_nothing_is_set_for_libraries_that_are_not_installed():
     ("cpu", "keep", {"bf16": True}, {"bf16": True, "use_cpu": True}),
     ("cpu", "fp32", {"fp16": True}, {"fp16": False, "bf16": False, "use_cpu": True}),
     ("cpu", "keep", {"fp16": True, "use_cpu": False}, {"fp16": True, "use_cpu": False}),
-    ("neuron-emulated", "bf16", {"fp16": True}, {"fp16": True}),  # transformers would refuse bf16 there
-    ("neuron-emulated", "keep", {"fp16": True}, {"fp16": True}),
+    # transformers would refuse bf16 there; its default optimizer, the fused AdamW, is unfused where the
+    # target has no fused kernels
+    ("neuron-emulated", "bf16", {"fp16": True}, {"fp16": True, "optim": "adamw_torch"}),
+    ("neuron-emulated", "keep", {"fp16": True, "optim": "adamw_torch_fused"}, {"fp16": True, "optim": "adamw_torch"}),
+    ("neuron-emulated", "keep", {"fp16": True, "optim": "sgd"}, {"fp16": True, "optim": "sgd"}),
     # the evaluation's half type follows the training's; TF32 is NVIDIA's; compile with the target's compiler
     ("cpu", "bf16", {"fp16": True, "fp16_full_eval": True},
      {"fp16": False, "bf16": True, "bf16_full_eval": True, "use_cpu": True}),
     ("cpu", "fp32", {"fp16": True, "fp16_full_eval": True}, {"fp16": False, "bf16": False, "use_cpu": True}),
     ("cpu", "keep", {"bf16": True, "tf32": True}, {"bf16": True, "tf32": None, "use_cpu": True}),
     ("neuron-emulated", "keep", {"torch_compile": True, "torch_compile_mode": "max-autotune"},
-     {"torch_compile": True, "torch_compile_backend": "aot_eager"}),
+     {"torch_compile": True, "torch_compile_backend": "aot_eager", "optim": "adamw_torch"}),
 ])
 def test_training_arguments_precision_follows_the_policy_where_it_leaves_the_application(device, precision, given,
                                                                                          expected):
@@ -222,6 +225,8 @@ print("app_sees_cuda=" + str(torch.cuda.is_available()))
 print("model=" + next(model.parameters()).device.__str__().split(":")[0])
 print("mixed_precision=" + str(trainer.accelerator.mixed_precision))
 print("computes_in=" + computed[0])
+print("fused=" + str(trainer.optimizer.param_groups[0]["fused"]))
+print("scaler=" + str(getattr(trainer.accelerator.scaler, "_scale", None)))
 """.replace("{TINY_GPT}", TINY_GPT)
 
 
@@ -245,6 +250,16 @@ def test_transformers_trainer_mixed_precision_trains_on_the_target(program, tmp_
     assert values["computes_in"] == computes_in
     decision = _decisions(report)[f"transformers TrainingArguments {precision}=True"]
     assert ("runs in fp32" in decision) == (computes_in == "torch.float32")
+    # transformers' default optimizer is the fused AdamW, and fp16 gets a GradScaler: where the target
+    # has kernels for neither, the Trainer gets what the application's own code gets there (unfused,
+    # a scaler in plain tensor ops), and no kernel the target lacks runs
+    lacking = device == "neuron-emulated"
+    assert values["fused"] == ("None" if lacking else "True")
+    assert ("transformers Trainer's GradScaler" in _decisions(report)) == (lacking and precision == "fp16")
+    if lacking:
+        assert values["scaler"].startswith("tensor(65536.")  # scaled as on CUDA
+    lacks = [entry["topic"] for entry in report["decisions"] if entry["kind"] == "target lacks"]
+    assert not [topic for topic in lacks if topic.startswith(("aten::_amp_", "aten::_fused_"))], lacks
 
 
 ACCELERATE = """
@@ -280,7 +295,8 @@ def _cpu_auto_dtype() -> str:
 @pytest.mark.parametrize("device, precision, expected", [
     ("cpu", "keep", ("cpu", "torch.float32", "False", "runs in fp32 on the CPU")),
     ("cpu", "auto", ("cpu", None, "False", "on cpu")),
-    ("neuron-emulated", "keep", ("emulated", "torch.float16", "False", "GradScaler disabled")),
+    ("neuron-emulated", "keep", ("emulated", "torch.float16", "True", "GradScaler kept on neuron-emulated, which has no "
+                                                                      "GradScaler kernels")),
     ("neuron-emulated", "auto", ("emulated", "torch.bfloat16", "False", "bf16 autocast on neuron-emulated")),
 ])
 def test_accelerate_fp16_follows_the_precision_policy_and_is_reported(program, tmp_path, form, device, precision,
@@ -294,6 +310,39 @@ def test_accelerate_fp16_follows_the_precision_policy_and_is_reported(program, t
     assert result.values() == {"device": device_type, "dtype": dtype or _cpu_auto_dtype(), "scaler": scaler}
     report = json.loads((tmp_path / "report.json").read_text())
     assert decision in _decisions(report)["Accelerate mixed_precision='fp16'"]
+
+
+ACCELERATE_SMALL_GRADIENTS = """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+model, optimizer = accelerator.prepare(model, optimizer)
+x = torch.randn(4, 8, device=accelerator.device)
+before = model[0].weight.detach().clone()
+loss = model(x).float().sum() * 1e-8  # gradients below fp16's smallest subnormal unless scaled
+accelerator.backward(loss)
+print("nonzero=" + str(int((model[0].weight.grad != 0).sum())))
+optimizer.step()
+print("weights=" + str(model[0].weight.detach().cpu().sum().item()))
+print("scale=" + str(accelerator.scaler.get_scale()))
+"""
+
+
+@pytest.mark.skipif(not _installed("accelerate"), reason="needs accelerate")
+def test_accelerate_fp16_scales_gradients_on_a_target_without_scaler_kernels_as_the_hand_port(program):
+    # a GPU machine (and the hand port on the emulated device) keeps Accelerate's GradScaler: gradients
+    # of 1e-8 survive in fp16; the neuron profile has no GradScaler kernels, so the scaler torchport
+    # gives Accelerate scales in plain tensor ops, to the same values
+    retargeted = program(ACCELERATE_SMALL_GRADIENTS, "--device", "neuron-emulated", "--precision", "keep")
+    assert retargeted.returncode == 0, retargeted.stderr[-3000:]
+    hand_port = program('from torchport.emulated import activate; activate("neuron")\n' + ACCELERATE_SMALL_GRADIENTS,
+                        form="plain", env={"ACCELERATE_TORCH_DEVICE": "emulated:0"})
+    assert hand_port.returncode == 0, hand_port.stderr[-3000:]
+    assert retargeted.values()["nonzero"] == "64"
+    assert retargeted.values() == hand_port.values()
 
 
 LIGHTNING = """

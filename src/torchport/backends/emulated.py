@@ -186,7 +186,9 @@ class EmulatedBackend(Backend):
 
     def on_activate(self) -> list[str]:
         """As the target of `torchport run`: each dtype the profile computes in a narrower one
-        (float64 on Neuron) is reported the first time the program computes in it."""
+        (float64 on Neuron) is reported the first time the program computes in it, and each op the
+        profile says the target lacks (aten::nonzero on Neuron, a fused optimizer's kernel where it
+        has none) the first time the program runs it; under --strict such an op is refused."""
         from torchport.emulated.state import state as device_state
         from torchport.retarget import state as retarget_state
 
@@ -201,7 +203,20 @@ class EmulatedBackend(Backend):
                                                           f"{wide_name} with {narrow_name}'s precision",
                                 kind="adapted")
 
+        def lacks(op: str, rule) -> None:
+            retarget = retarget_state.current()
+            if retarget is not None:
+                mechanism = (device_state.profile.data.get("fallback") or {}).get("mechanism")
+                there = f"; on {self.profile_name}: {mechanism}" if mechanism else ""
+                fix = f". Fix: {rule.fix}" if rule.fix else ""
+                retarget.decide(op, f"{rule.reason}. It ran here on the emulator's host{there} (--strict "
+                                    f"refuses the op){fix}", kind="target lacks")
+
         device_state.on_first_downcast = report
+        device_state.on_first_unsupported = lacks
+        retarget = retarget_state.current()
+        if retarget is not None and retarget.strict:  # --strict: what the target lacks fails where it is called
+            device_state.strict = True
         return super().on_activate()
 
 

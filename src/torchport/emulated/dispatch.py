@@ -320,12 +320,17 @@ def _follow_resize(original, host) -> None:
 
 
 def account(info: _OpInfo, host_args, host_kwargs) -> None:
-    """Report one op call to the census, or refuse it under strict mode when the profile says unsupported."""
+    """Report one op call to the census; outside one, an op the profile says the target lacks is
+    refused under strict mode, and otherwise runs here and is named once (`on_first_unsupported`)."""
     recorder = state.recorder
     if recorder is not None:
         recorder.record_op(info, host_args, host_kwargs)
-    elif info.rule_status == "unsupported" and state.strict:
-        raise unsupported_error(info)
+    elif info.rule_status == "unsupported":
+        if state.strict:
+            raise unsupported_error(info)
+        if info.name not in state.unsupported_noted and state.on_first_unsupported is not None:
+            state.unsupported_noted.add(info.name)
+            state.on_first_unsupported(info.name, state.profile.op_rule(info.name))
 
 
 def unsupported_error(info: _OpInfo) -> EmulatedDeviceError:

@@ -36,6 +36,10 @@ class State:
         #: called as (op name, wide dtype, narrow dtype) the first time each dtype is computed in a
         #: narrower one while no census records it (`torchport run` reports it)
         self.on_first_downcast = None
+        #: Called with (op name, its rule) the first time the program runs an op the profile marks
+        #: unsupported, outside a census (the run summary names it).
+        self.on_first_unsupported = None
+        self.unsupported_noted: set[str] = set()
         self.downcasts_noted: set = set()
         self.downcast = True
         self.strict = False

@@ -32,10 +32,28 @@ __all__ = [
     "PROFILE_SCHEMA",
     "aliases",
     "FACTS",
+    "CAPABILITY_OPS",
 ]
 
 #: Where the built-in profiles live.
 PROFILE_DIRECTORY = Path(__file__).resolve().parent
+
+#: The ATen ops that are one capability's kernels, what they are and the way without them: where a
+#: profile says the target lacks the capability, these are its unsupported ops (`Profile.op_rule`),
+#: so the emulated device, the census and the run summary read one fact.
+CAPABILITY_OPS: dict[str, tuple[str, str]] = {
+    "fused_optimizers": ("fused optimizer kernels",
+                         "build the optimizer without fused=True (torchport turns it off where the application "
+                         "asks; a library's own setting, such as transformers' optim='adamw_torch_fused', is "
+                         "steered where torchport knows it)"),
+    "grad_scaler": ("GradScaler kernels",
+                    "train in bf16 (--precision auto), or let torchport's GradScaler scale in plain tensor ops "
+                    "(the application's own, and Accelerate's where the application builds the Accelerator)"),
+}
+_CAPABILITY_OF_OP: dict[str, str] = {
+    **{f"aten::{name}": "fused_optimizers" for name in ("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_")},
+    **{f"aten::{name}": "grad_scaler" for name in ("_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_")},
+}
 
 @dataclass(frozen=True)
 class DtypeRule:
@@ -93,10 +111,20 @@ class Profile:
         return self.dtypes.get(dtype_name, DtypeRule("native"))
 
     def op_rule(self, op_name: str) -> OpRule | None:
-        """The rule for 'aten::name.overload' or 'aten::name'; None when the op is native."""
+        """The rule for 'aten::name.overload' or 'aten::name'; None when the op is native. An op that is
+        one capability's kernel (CAPABILITY_OPS) is unsupported where the profile says the target
+        lacks that capability, unless the profile names the op itself."""
         rule = self.ops.get(op_name)
         if rule is None and "." in op_name:
-            rule = self.ops.get(op_name.split(".", 1)[0])
+            op_name = op_name.split(".", 1)[0]
+            rule = self.ops.get(op_name)
+        if rule is None and op_name in _CAPABILITY_OF_OP:
+            capability = _CAPABILITY_OF_OP[op_name]
+            if self.capabilities.get(capability) is False:
+                sources = self.data.get("capabilities", {}).get("sources", {})
+                kernels, fix = CAPABILITY_OPS[capability]
+                rule = OpRule("unsupported", f"the target has no {kernels} (capabilities.{capability}: false)",
+                              sources.get(capability, ""), fix)
         return rule
 
     def downcasts(self) -> dict[str, str]:

@@ -28,7 +28,8 @@ from torchport.retarget.standin import StandIn, copy_keeping_class, reduce_as_ge
 from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd",
-           "cuda_amp_custom_fwd", "cuda_amp_custom_bwd", "effective_dtype", "target_grad_scaler"]
+           "cuda_amp_custom_fwd", "cuda_amp_custom_bwd", "effective_dtype", "target_grad_scaler",
+           "scaling_in_plain_ops"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
@@ -274,13 +275,8 @@ with warnings.catch_warnings():  # torch.cuda.amp's classes warn when subclassed
         __reduce_ex__ = reduce_as_genuine
 
 
-def unscaled_fp16(target: str) -> str:
-    """What running fp16 without a GradScaler means, said wherever torchport turns one off."""
-    return (f"{target} has no GradScaler kernels, so fp16 gradients are not scaled and a step with inf/NaN "
-            "gradients is not skipped as on CUDA (--precision auto runs bf16, which needs no scaler)")
-
-
-def _neutral(target: str) -> str:
+def scaling_in_plain_ops(target: str) -> str:
+    """What a GradScaler kept on a target without GradScaler kernels does, said wherever one is."""
     return (f"kept on {target}, which has no GradScaler kernels: gradients are unscaled and checked for "
             "inf/NaN, and the scale updated, in plain tensor ops (the same values), so an overflowing step "
             "is skipped as on CUDA")
@@ -307,7 +303,7 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
             f" (fp16 autocast runs {runs}: scaling by a power of two changes none of its values, and the scaler "
             "still skips a step with inf/NaN gradients, as on CUDA)")
         if not retarget.backend.supports_grad_scaler:
-            retarget.decide("GradScaler", _neutral(retarget.backend.name) + why)
+            retarget.decide("GradScaler", scaling_in_plain_ops(retarget.backend.name) + why)
             return device, True, True
         retarget.decide("GradScaler", f"kept on {device}{why}")
     return device, enabled, False
@@ -348,11 +344,12 @@ class GradScaler(_real_grad_scaler, metaclass=StandIn, genuine=_real_grad_scaler
     __deepcopy__ = copy_keeping_class
 
 
-def target_grad_scaler() -> GradScaler:
-    """An enabled GradScaler on the target, for a library torchport hands one (Lightning's 16-mixed):
-    in plain tensor ops where the target has no GradScaler kernels."""
+def target_grad_scaler(**settings) -> GradScaler:
+    """An enabled GradScaler on the target (with GradScaler's `settings`: init_scale, ...), for a
+    library torchport hands one (Lightning's 16-mixed, Accelerate's where the target has no GradScaler
+    kernels): in plain tensor ops where the target has no GradScaler kernels."""
     retarget = state.current()
-    scaler = GradScaler(retarget.type)
+    scaler = GradScaler(retarget.type, **settings)
     scaler._torchport_neutral = not retarget.backend.supports_grad_scaler
     return scaler
 

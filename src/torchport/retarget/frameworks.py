@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 
 from torchport.backends.base import package_installed
-__all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "lightning_keywords",
+__all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "framework_built", "lightning_keywords",
            "training_arguments_keywords", "accelerator_keywords"]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -154,14 +154,16 @@ def _steer_lightning(retarget, names: dict, environ) -> str:
     return f"accelerator='auto', 'gpu' and 'cuda' mean {own!r} ({setting})"
 
 
-def framework_keywords(function, kwargs: dict, site: int) -> None:
-    """Keywords a framework reads to choose the device or precision, where they leave the application."""
+def framework_keywords(function, kwargs: dict, site: int):
+    """Keywords a framework reads to choose the device or precision, where they leave the application.
+    Returns what to do with the object the call builds (None: nothing)."""
     if "accelerator" in kwargs and _is_lightning(function):
         lightning_keywords(kwargs, site, function)
     if any(name in kwargs for name in _TRAINING_ARGUMENTS_STEERED) and _is_training_arguments(function):
         training_arguments_keywords(kwargs, site)
     if "mixed_precision" in kwargs and _is_accelerator(function):
-        accelerator_keywords(kwargs, site)
+        return accelerator_keywords(kwargs, site)
+    return None
 
 
 def framework_defaults(function, args: tuple, kwargs: dict, site: int) -> tuple:
@@ -184,6 +186,9 @@ def framework_defaults(function, args: tuple, kwargs: dict, site: int) -> tuple:
         return _steered_parser_arguments(args, kwargs, site)
     if _is_transformers_pipeline(function):
         _pipeline_device(retarget, kwargs, site)
+        return args
+    if _is_training_arguments(function):
+        _steer_fused_optimizer(kwargs, site)
         return args
     if _is_accelerator(function) or _is_transformers_trainer(function):
         _refuse_undistributed(retarget, function, site)
@@ -360,6 +365,7 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     from torchport.retarget import amp, runtime, state
 
     _steer_tf32_and_compile(kwargs, site)
+    _steer_fused_optimizer(kwargs, site)
     retarget = state.current()
     requested = "bf16" if kwargs.get("bf16") else "fp16" if kwargs.get("fp16") else None
     if requested is not None:
@@ -398,6 +404,35 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
         runtime.HITS[site] += 1
 
 
+#: transformers' name of the fused AdamW, and of the same optimizer unfused.
+_FUSED_ADAMW, _ADAMW = "adamw_torch_fused", "adamw_torch"
+
+
+def _steer_fused_optimizer(kwargs: dict, site: int) -> None:
+    """`optim="adamw_torch_fused"` (transformers' default from torch 2.8 on) on a target without fused
+    optimizer kernels: `optim="adamw_torch"`, as the application's own `fused=True` is turned off."""
+    from torchport.retarget import runtime, state
+
+    retarget = state.current()
+    if retarget.backend.supports_fused_optimizers:
+        return
+    given = "optim" in kwargs
+    if given:
+        requested = kwargs["optim"]
+    else:
+        from transformers import TrainingArguments
+
+        requested = TrainingArguments.__dataclass_fields__["optim"].default
+    if str(getattr(requested, "value", requested)) != _FUSED_ADAMW:
+        return
+    kwargs["optim"] = _ADAMW
+    runtime.HITS[site] += 1
+    written = f"optim={_FUSED_ADAMW!r}" if given else f"optim left at its default ({_FUSED_ADAMW!r})"
+    retarget.decide(f"transformers TrainingArguments {written}",
+                    f"optim={_ADAMW!r}: {retarget.backend.name} has no fused optimizer kernels (its profile says "
+                    "so), as the application's own fused=True is turned off", kind="adapted")
+
+
 def _steer_tf32_and_compile(kwargs: dict, site: int) -> None:
     from torchport.retarget import runtime, state
 
@@ -434,13 +469,15 @@ _FP16_ON_CPU = ("runs in fp32 on the CPU: {who} enables fp16 autocast only on ac
 _ACCELERATE_MIXED = {"fp16": "float16", "bf16": "bfloat16"}
 
 
-def accelerator_keywords(kwargs: dict, site: int) -> None:
+def accelerator_keywords(kwargs: dict, site: int):
     """`Accelerator(mixed_precision="fp16")` written for a GPU, under the precision policy, through
     Accelerate's own settings: the dtype becomes what `--precision` makes of CUDA's fp16 autocast
-    ("bf16" where the target prefers it under `auto`, "no" under `fp32`), and where fp16 is kept on a
-    target without GradScaler kernels Accelerate's scaler is turned off (`GradScalerKwargs`), as
-    torchport turns off the application's own. Accelerate enables fp16 autocast only off the CPU: on
-    the CPU target a kept fp16 runs in fp32, which the report says."""
+    ("bf16" where the target prefers it under `auto`, "no" under `fp32`). Where fp16 is kept on a
+    target without GradScaler kernels, the Accelerator built gets the GradScaler the application's own
+    gets there (`_scaler_in_plain_ops`): the same settings, scaling in plain tensor ops, so the
+    gradients, skipped steps and scale are CUDA's. Accelerate enables fp16 autocast only off the CPU:
+    on the CPU target a kept fp16 runs in fp32, which the report says. Returns what to do with the
+    Accelerator built (None: nothing)."""
     import torch
 
     from torchport.retarget import amp, runtime, state
@@ -460,16 +497,45 @@ def accelerator_keywords(kwargs: dict, site: int) -> None:
     elif wanted == "fp16" and retarget.type == "cpu":
         retarget.decide(topic, _FP16_ON_CPU.format(who="Accelerate"))
     elif wanted == "fp16" and not retarget.backend.supports_grad_scaler:
-        from accelerate.utils import GradScalerKwargs
-
-        handlers = list(kwargs.get("kwargs_handlers") or [])
-        if not any(isinstance(handler, GradScalerKwargs) for handler in handlers):
-            kwargs["kwargs_handlers"] = [*handlers, GradScalerKwargs(enabled=False)]
-            runtime.HITS[site] += 1
-        retarget.decide(topic, f"fp16 kept on {retarget.backend.name}, Accelerate's GradScaler disabled: "
-                               f"{amp.unscaled_fp16(retarget.backend.name)}")
+        runtime.HITS[site] += 1
+        retarget.decide(topic, f"fp16 kept on {retarget.backend.name}, Accelerate's GradScaler "
+                               f"{amp.scaling_in_plain_ops(retarget.backend.name)}")
+        return _scaler_in_plain_ops
     else:
         retarget.decide(topic, f"kept on {retarget.backend.name}")
+    return None
+
+
+def framework_built(function, made):
+    """What a framework class the application called built, given what the target needs: the
+    transformers Trainer's Accelerator (built inside transformers) gets the GradScaler the
+    application's own gets on a target without GradScaler kernels (`_scaler_in_plain_ops`)."""
+    if _is_transformers_trainer(function):
+        from torchport.retarget import amp, state
+
+        retarget = state.current()
+        accelerator = getattr(made, "accelerator", None)
+        if (retarget is not None and not retarget.backend.supports_grad_scaler
+                and getattr(accelerator, "scaler", None) is not None):
+            _scaler_in_plain_ops(accelerator)
+            retarget.decide("transformers Trainer's GradScaler", amp.scaling_in_plain_ops(retarget.backend.name))
+    return made
+
+
+def _scaler_in_plain_ops(accelerator):
+    """The Accelerator built on a target without GradScaler kernels: its GradScaler (torch's, whose
+    kernels the target lacks) becomes the one torchport gives the application there, with the same
+    settings (its GradScalerKwargs included). A scaler of another kind (FSDP's sharded one) is kept."""
+    import torch
+
+    from torchport.retarget import amp
+
+    scaler = getattr(accelerator, "scaler", None)
+    if type(scaler) is torch.amp.GradScaler:
+        accelerator.scaler = amp.target_grad_scaler(
+            init_scale=scaler._init_scale, growth_factor=scaler._growth_factor, backoff_factor=scaler._backoff_factor,
+            growth_interval=scaler._growth_interval, enabled=scaler._enabled)
+    return accelerator
 
 
 def lightning_keywords(kwargs: dict, site: int, function=None, default: str | None = None) -> None:

@@ -248,13 +248,17 @@ def call(function, site: int, *args, **kwargs):
             if "use_cuda" in kwargs:
                 profiler.use_cuda(_rt, SITES[site], function, kwargs)
             # a framework choosing the device or precision itself (Lightning, transformers, Accelerate)
-            frameworks.framework_keywords(function, kwargs, site)
+            after = frameworks.framework_keywords(function, kwargs, site)
+            if after is not None:  # the object the framework builds is given what the target needs
+                return after(function(*args, **kwargs) if where is True else where(function, site, args, kwargs))
         if where is not True:  # a library taking only some device types (destination._ADAPTERS)
             return where(function, site, args, kwargs)
     elif kwargs and not _SPECIAL_KEYWORDS.isdisjoint(kwargs) and isinstance(function, type):
         # the application's own subclass of a framework's class (`class MyArgs(TrainingArguments)`):
         # the values reach the framework through the class it derives from
-        frameworks.framework_keywords(function, kwargs, site)
+        after = frameworks.framework_keywords(function, kwargs, site)
+        if after is not None:
+            return after(function(*args, **kwargs))
     return function(*args, **kwargs)
 
 
@@ -264,6 +268,7 @@ def framework_call(function, site: int, *args, **kwargs):
     __tracebackhide__ = True
     if leaves_application(function):
         args = frameworks.framework_defaults(function, args, kwargs, site)
+        return frameworks.framework_built(function, call(function, site, *args, **kwargs))
     return call(function, site, *args, **kwargs)
 
 

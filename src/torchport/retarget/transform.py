@@ -88,10 +88,11 @@ REWRITTEN_KEYWORDS = {
 }
 #: callables of frameworks that choose the device from their own defaults (Lightning's `Trainer()` and
 #: `Fabric()` left at accelerator="auto", transformers' `pipeline()` without a device, and its
-#: `HfArgumentParser`, which builds `TrainingArguments` from the command line): every call of a
-#: callee spelled so goes through runtime.framework_call, which decides from the callee itself
-#: whether it is the framework's.
-FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator", "pipeline", "HfArgumentParser"}
+#: `HfArgumentParser`, which builds `TrainingArguments` from the command line, and `TrainingArguments`
+#: itself, whose default optimizer is fused): every call of a callee spelled so goes through
+#: runtime.framework_call, which decides from the callee itself whether it is the framework's.
+FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator", "pipeline", "HfArgumentParser", "TrainingArguments",
+                     "Seq2SeqTrainingArguments"}
 #: subprocess functions whose command line may start a Python child (`[sys.executable, "train.py"]`):
 #: called through runtime.subprocess_call where the module imported them from subprocess.
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}
