@@ -262,11 +262,31 @@ def test_transformers_trainer_mixed_precision_trains_on_the_target(program, tmp_
     assert not [topic for topic in lacks if topic.startswith(("aten::_amp_", "aten::_fused_"))], lacks
 
 
+SEQ2SEQ_TRAINER = """
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Seq2SeqTrainer, Seq2SeqTrainingArguments
+{TINY_GPT}args = Seq2SeqTrainingArguments(output_dir="out", max_steps=1, report_to=[], save_strategy="no", fp16=True)
+trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=Data())
+print("scaler=" + type(trainer.accelerator.scaler).__module__.split(".")[0])
+""".replace("{TINY_GPT}", TINY_GPT)
+
+
+@pytest.mark.skipif(not _installed("transformers", "accelerate"), reason="needs transformers and accelerate")
+def test_a_seq2seq_trainer_gets_the_scaler_a_trainer_gets(program, tmp_path):
+    result = program(SEQ2SEQ_TRAINER, "--device", "neuron-emulated", "--precision", "keep", "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["scaler"] == "torchport"  # scaling in plain tensor ops: neuron has no GradScaler kernels
+    assert "transformers Trainer's GradScaler" in _decisions(json.loads((tmp_path / "report.json").read_text()))
+
+
 ACCELERATE = """
 import os, sys, torch
 from accelerate import Accelerator
 if sys.argv[1] == "keyword":
     accelerator = Accelerator(mixed_precision="fp16")
+elif sys.argv[1] == "disabled":  # the application turned the scaler off itself
+    from accelerate.utils import GradScalerKwargs
+    accelerator = Accelerator(mixed_precision="fp16", kwargs_handlers=[GradScalerKwargs(enabled=False)])
 else:  # `accelerate launch --mixed_precision fp16 train.py` hands it over in the environment
     accelerator = Accelerator()
 model = torch.nn.Linear(8, 8)
@@ -310,6 +330,16 @@ def test_accelerate_fp16_follows_the_precision_policy_and_is_reported(program, t
     assert result.values() == {"device": device_type, "dtype": dtype or _cpu_auto_dtype(), "scaler": scaler}
     report = json.loads((tmp_path / "report.json").read_text())
     assert decision in _decisions(report)["Accelerate mixed_precision='fp16'"]
+
+
+@pytest.mark.skipif(not _installed("accelerate"), reason="needs accelerate")
+def test_an_accelerate_scaler_the_application_turned_off_stays_off_and_is_reported_so(program, tmp_path):
+    result = program(ACCELERATE, "--device", "neuron-emulated", "--precision", "keep", "--report", "report.json",
+                     args=["disabled"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["scaler"] == "False"
+    decision = _decisions(json.loads((tmp_path / "report.json").read_text()))["Accelerate mixed_precision='fp16'"]
+    assert "disabled, as the application configured it" in decision and "plain tensor ops" not in decision
 
 
 ACCELERATE_SMALL_GRADIENTS = """
@@ -620,6 +650,45 @@ def test_training_arguments_tf32_alone_is_a_reported_no_op(program, tmp_path):
 
 # HF's example scripts (run_clm.py and kin): TrainingArguments from the command line or a JSON file
 # through HfArgumentParser, often an application subclass of them, and Trainer saves them with torch.save
+OPTIMIZERS = """
+import dataclasses
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArguments
+
+@dataclasses.dataclass
+class AdafactorArguments(TrainingArguments):  # an application's subclass with its own default
+    optim: str = "adafactor"
+
+def optim(args):
+    return str(getattr(args.optim, "value", args.optim))
+
+print("default=" + optim(TrainingArguments(output_dir="out", report_to=[])))
+print("seq2seq=" + optim(Seq2SeqTrainingArguments(output_dir="out", report_to=[], fp16=True)))
+print("given_sgd=" + optim(TrainingArguments(output_dir="out", report_to=[], optim="sgd")))
+print("subclass=" + optim(AdafactorArguments(output_dir="out", report_to=[], fp16=True)))
+(parsed,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses(["--output_dir", "out"])
+print("parsed=" + optim(parsed))
+(parsed,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses(["--output_dir", "out", "--fp16"])
+print("parsed_fp16=" + optim(parsed))
+"""
+
+
+@pytest.mark.skipif(not _installed("transformers"), reason="needs transformers")
+def test_transformers_fused_adamw_default_is_unfused_where_the_target_has_no_fused_kernels(program, tmp_path):
+    # transformers' default optimizer is the fused AdamW (torch >= 2.8), which Neuron's profile says it
+    # has no kernels for: unfused, however the arguments are built, as the application's own
+    # fused=True is turned off; an optimizer the application chose (its own default too) is kept
+    result = program(OPTIMIZERS, "--device", "neuron-emulated", "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"default": "adamw_torch", "seq2seq": "adamw_torch", "given_sgd": "sgd",
+                               "subclass": "adafactor", "parsed": "adamw_torch", "parsed_fp16": "adamw_torch"}
+    decisions = _decisions(json.loads((tmp_path / "report.json").read_text()))
+    assert "transformers TrainingArguments optim left at its default ('adamw_torch_fused')" in decisions
+    assert "transformers TrainingArguments optim='adamw_torch_fused'" not in decisions  # nobody wrote it
+    cpu = program(OPTIMIZERS, "--device", "cpu")  # the CPU has fused kernels
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    assert cpu.values()["default"] == "adamw_torch_fused"
+
+
 PARSED_ARGUMENTS = """
 import copy, dataclasses, sys, torch
 from transformers import (GPT2Config, GPT2LMHeadModel, HfArgumentParser, Seq2SeqTrainingArguments, Trainer,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 
 import pytest
 import torch
@@ -272,3 +273,102 @@ def test_weights_whose_state_dict_holds_a_class_name_the_way_to_allow_it(tmp_pat
     with torch.serialization.safe_globals([Settings]):  # the advice, followed, loads the file
         with Deployment(WithExtraState, primary=PRIMARY, fallback="cpu", weights=str(path)) as deployment:
             assert deployment.predict({"inputs": REQUESTS[0]}).role == "primary"
+
+
+class Sampling(torch.nn.Module):
+    """A decoder that samples in eval mode (a VAE, generation by sampling): two runs of one input
+    differ, on any device."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mean = torch.nn.Linear(4, 3)
+
+    def forward(self, inputs):
+        mean = self.mean(inputs)
+        return mean + 0.1 * torch.randn_like(mean)
+
+
+def test_a_primary_whose_float_answers_differ_by_design_stays_in_service():
+    # only integer outputs the primary would compute narrowed are held to its answer at start: a
+    # sampling model's float outputs differ between any two runs, which is no fault of the primary
+    with Deployment(lambda: {"model": Sampling(), "example": EXAMPLE}, primary=PRIMARY, fallback="cpu") as deployment:
+        assert deployment.warmup["primary"] == "ok" and deployment.breaker.state == "closed"
+        assert all(deployment.predict({"inputs": rows}).role == "primary" for rows in REQUESTS)
+
+
+class SlowFirstCall(LargeIds):
+    """LargeIds, whose first call (the primary's warm-up) hangs past the warm-up's limit."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, inputs):
+        self.calls += 1
+        if self.calls == 1 and inputs.device.type != "cpu":
+            time.sleep(1.0)
+        return super().forward(inputs)
+
+
+def test_a_primary_that_hung_at_start_is_taken_back_only_once_it_answers_the_example_right():
+    factory = lambda: {"model": SlowFirstCall(), "example": EXAMPLE}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", warmup_timeout_s=0.2, reset_after_s=0.0) as deployment:
+        assert deployment.breaker.state == OPEN
+        time.sleep(1.0)  # the warm-up ends in the background
+        for rows in REQUESTS * 3:  # probes answer these rows but not the example's ids: still out of service
+            answer = deployment.predict({"inputs": rows})
+            deployment.flush()
+            assert answer.device == "cpu" and answer.body["outputs"] == plain(LargeIds(), rows).tolist()
+        assert deployment.breaker.state != "closed"
+
+
+class Prior(torch.nn.Module):
+    """Answers its prior buffer as is (no copy), beside a score."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("prior", torch.tensor([0.0, 1.0, 2.0]))
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, inputs):
+        return {"prior": self.prior, "score": self.linear(inputs)}
+
+
+def test_a_postprocess_editing_an_output_that_is_the_models_own_buffer_leaves_the_model_as_it_was():
+    def factory():
+        def postprocess(outputs):
+            return {"prior": outputs["prior"].cpu().sigmoid_().tolist()}
+
+        return {"model": Prior(), "postprocess": postprocess}
+
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", canary=0.0) as deployment:  # the host replica
+        answers = [deployment.predict({"inputs": rows}).body["prior"] for rows in REQUESTS * 2]
+    expected = torch.tensor([0.0, 1.0, 2.0]).sigmoid().tolist()
+    assert answers == [expected] * len(answers)
+
+
+def test_held_back_failover_lines_are_counted_in_the_next_one(caplog, monkeypatch):
+    from torchport.serve import runtime
+
+    monkeypatch.setattr(runtime, "FAILURE_LOG_INTERVAL_S", 0.3)
+    caplog.set_level(logging.WARNING, "torchport.serve")
+    with Deployment(FailsOnThePrimary, primary=PRIMARY, fallback="cpu", failure_threshold=1000) as deployment:
+        for _ in range(5):
+            deployment.predict({"inputs": [[1.0, 2.0]]})
+        time.sleep(0.35)
+        deployment.predict({"inputs": [[1.0, 2.0]]})
+    lines = [line for line in said(caplog) if "failed on the primary" in line]
+    assert len(lines) == 2 and "(4 more such line(s) since the last one logged" in lines[1], lines
+
+
+def test_a_factory_loading_a_gpu_checkpoint_is_told_to_load_it_on_the_cpu():
+    def loads_a_gpu_checkpoint():  # torch.load's own words for a checkpoint of CUDA tensors without CUDA
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. "
+                           "If you are running on a CPU-only machine, please use torch.load with "
+                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+    with pytest.raises(UsageError) as caught:
+        Deployment(loads_a_gpu_checkpoint, primary=PRIMARY, fallback="cpu")
+    message = str(caught.value)
+    assert "map_location='cpu'" in message and "drop .cuda()" not in message

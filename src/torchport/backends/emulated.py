@@ -8,6 +8,8 @@ one steps aside and says to use the real one.
 
 from __future__ import annotations
 
+import os
+
 from typing import ClassVar
 
 from torchport.backends import register
@@ -188,7 +190,7 @@ class EmulatedBackend(Backend):
         """As the target of `torchport run`: each dtype the profile computes in a narrower one
         (float64 on Neuron) is reported the first time the program computes in it, and each op the
         profile says the target lacks (aten::nonzero on Neuron, a fused optimizer's kernel where it
-        has none) the first time the program runs it; under --strict such an op is refused."""
+        has none) the first time the program runs it, with the application's line that reached it."""
         from torchport.emulated.state import state as device_state
         from torchport.retarget import state as retarget_state
 
@@ -209,15 +211,35 @@ class EmulatedBackend(Backend):
                 mechanism = (device_state.profile.data.get("fallback") or {}).get("mechanism")
                 there = f"; on {self.profile_name}: {mechanism}" if mechanism else ""
                 fix = f". Fix: {rule.fix}" if rule.fix else ""
-                retarget.decide(op, f"{rule.reason}. It ran here on the emulator's host{there} (--strict "
-                                    f"refuses the op){fix}", kind="target lacks")
+                retarget.decide(op, f"{rule.reason}. First reached {_reached_from(retarget)}; it ran here on the "
+                                    f"emulator's host{there}{fix}", kind="target lacks")
 
         device_state.on_first_downcast = report
         device_state.on_first_unsupported = lacks
-        retarget = retarget_state.current()
-        if retarget is not None and retarget.strict:  # --strict: what the target lacks fails where it is called
-            device_state.strict = True
+        device_state.unsupported_noted = set()
         return super().on_activate()
+
+
+def _reached_from(retarget) -> str:
+    """Where the op being run was reached: the application's innermost line on the stack, and the
+    library in between when the application did not call the op itself (torch printing a tensor
+    runs masked_select)."""
+    import sys
+
+    from torchport.retarget.state import TORCHPORT_ROOT
+
+    frame, through = sys._getframe(2), None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(TORCHPORT_ROOT):
+            if retarget.in_scope(filename):
+                via = f" (through {through})" if through else ""
+                return f"at {os.path.relpath(filename) if not filename.startswith('<') else filename}:{frame.f_lineno}{via}"
+            if through is None:
+                parts = filename.replace(os.sep, "/").split("/")
+                through = "/".join(parts[-2:]) if "site-packages" not in parts[-2:] else parts[-1]
+        frame = frame.f_back
+    return f"outside the application's code{f' (in {through})' if through else ''}"
 
 
 def _make(real: Backend) -> type[EmulatedBackend]:

@@ -160,7 +160,7 @@ def framework_keywords(function, kwargs: dict, site: int):
     if "accelerator" in kwargs and _is_lightning(function):
         lightning_keywords(kwargs, site, function)
     if any(name in kwargs for name in _TRAINING_ARGUMENTS_STEERED) and _is_training_arguments(function):
-        training_arguments_keywords(kwargs, site)
+        training_arguments_keywords(kwargs, site, function)
     if "mixed_precision" in kwargs and _is_accelerator(function):
         return accelerator_keywords(kwargs, site)
     return None
@@ -188,7 +188,7 @@ def framework_defaults(function, args: tuple, kwargs: dict, site: int) -> tuple:
         _pipeline_device(retarget, kwargs, site)
         return args
     if _is_training_arguments(function):
-        _steer_fused_optimizer(kwargs, site)
+        _steer_fused_optimizer(kwargs, site, function)
         return args
     if _is_accelerator(function) or _is_transformers_trainer(function):
         _refuse_undistributed(retarget, function, site)
@@ -258,7 +258,9 @@ def steered_arguments_class(cls: type, site: int) -> type:
                  if not (name in defaults and type(value) in (bool, type(None)) and value is defaults[name])}
         defaulted = {name: value for name, value in kwargs.items() if name not in given}
         if any(name in given for name in _TRAINING_ARGUMENTS_STEERED):
-            training_arguments_keywords(given, site)
+            training_arguments_keywords(given, site, cls)
+        else:  # transformers' default optimizer, given by the parser like every field
+            _steer_fused_optimizer(given, site, cls)
         instance = cls.__new__(cls)
         cls.__init__(instance, *args, **{**defaulted, **given})
         return instance  # not of the steered class: Python does not run __init__ again
@@ -349,7 +351,7 @@ def _is_training_arguments(function) -> bool:
 _TRAINING_ARGUMENTS_STEERED = ("fp16", "bf16", "tf32", "torch_compile")
 
 
-def training_arguments_keywords(kwargs: dict, site: int) -> None:
+def training_arguments_keywords(kwargs: dict, site: int, cls: type | None = None) -> None:
     """`TrainingArguments(fp16=True)` / `(bf16=True)` written for CUDA, under the precision policy.
 
     fp16 becomes what `--precision` makes of CUDA's fp16 autocast (bf16 where the target prefers it
@@ -359,13 +361,14 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
     an emulated target fp16 is kept. `tf32=True` (transformers refuses it off an Ampere GPU) is
     NVIDIA's matmul mode, a no-op elsewhere as the application's own TF32 flags are;
     `torch_compile=True` compiles with the target's compiler, as the application's torch.compile does.
+    `cls` is the TrainingArguments class called (transformers' when not known), whose defaults count.
     """
     import torch
 
     from torchport.retarget import amp, runtime, state
 
     _steer_tf32_and_compile(kwargs, site)
-    _steer_fused_optimizer(kwargs, site)
+    _steer_fused_optimizer(kwargs, site, cls)
     retarget = state.current()
     requested = "bf16" if kwargs.get("bf16") else "fp16" if kwargs.get("fp16") else None
     if requested is not None:
@@ -408,23 +411,24 @@ def training_arguments_keywords(kwargs: dict, site: int) -> None:
 _FUSED_ADAMW, _ADAMW = "adamw_torch_fused", "adamw_torch"
 
 
-def _steer_fused_optimizer(kwargs: dict, site: int) -> None:
+def _steer_fused_optimizer(kwargs: dict, site: int, cls: type | None = None) -> None:
     """`optim="adamw_torch_fused"` (transformers' default from torch 2.8 on) on a target without fused
-    optimizer kernels: `optim="adamw_torch"`, as the application's own `fused=True` is turned off."""
+    optimizer kernels: `optim="adamw_torch"`, as the application's own `fused=True` is turned off.
+    Left out, `optim` is the default of the class called (`cls`: an application's subclass may have its
+    own)."""
     from torchport.retarget import runtime, state
 
     retarget = state.current()
     if retarget.backend.supports_fused_optimizers:
         return
-    given = "optim" in kwargs
-    if given:
-        requested = kwargs["optim"]
-    else:
-        from transformers import TrainingArguments
-
-        requested = TrainingArguments.__dataclass_fields__["optim"].default
+    if cls is None:
+        from transformers import TrainingArguments as cls
+    field = getattr(cls, "__dataclass_fields__", {}).get("optim")
+    default = getattr(field, "default", None)
+    requested = kwargs.get("optim", default)
     if str(getattr(requested, "value", requested)) != _FUSED_ADAMW:
         return
+    given = "optim" in kwargs and str(getattr(default, "value", default)) != _FUSED_ADAMW
     kwargs["optim"] = _ADAMW
     runtime.HITS[site] += 1
     written = f"optim={_FUSED_ADAMW!r}" if given else f"optim left at its default ({_FUSED_ADAMW!r})"
@@ -497,10 +501,8 @@ def accelerator_keywords(kwargs: dict, site: int):
     elif wanted == "fp16" and retarget.type == "cpu":
         retarget.decide(topic, _FP16_ON_CPU.format(who="Accelerate"))
     elif wanted == "fp16" and not retarget.backend.supports_grad_scaler:
-        runtime.HITS[site] += 1
-        retarget.decide(topic, f"fp16 kept on {retarget.backend.name}, Accelerate's GradScaler "
-                               f"{amp.scaling_in_plain_ops(retarget.backend.name)}")
-        return _scaler_in_plain_ops
+        return lambda accelerator: _scaler_in_plain_ops(accelerator, topic, f"fp16 kept on {retarget.backend.name}, "
+                                                                             "Accelerate's GradScaler", site)
     else:
         retarget.decide(topic, f"kept on {retarget.backend.name}")
     return None
@@ -511,30 +513,42 @@ def framework_built(function, made):
     transformers Trainer's Accelerator (built inside transformers) gets the GradScaler the
     application's own gets on a target without GradScaler kernels (`_scaler_in_plain_ops`)."""
     if _is_transformers_trainer(function):
-        from torchport.retarget import amp, state
+        from torchport.retarget import state
 
         retarget = state.current()
         accelerator = getattr(made, "accelerator", None)
         if (retarget is not None and not retarget.backend.supports_grad_scaler
                 and getattr(accelerator, "scaler", None) is not None):
-            _scaler_in_plain_ops(accelerator)
-            retarget.decide("transformers Trainer's GradScaler", amp.scaling_in_plain_ops(retarget.backend.name))
+            _scaler_in_plain_ops(accelerator, "transformers Trainer's GradScaler", "the Trainer's GradScaler")
     return made
 
 
-def _scaler_in_plain_ops(accelerator):
+def _scaler_in_plain_ops(accelerator, topic: str, what: str, site: int | None = None):
     """The Accelerator built on a target without GradScaler kernels: its GradScaler (torch's, whose
     kernels the target lacks) becomes the one torchport gives the application there, with the same
-    settings (its GradScalerKwargs included). A scaler of another kind (FSDP's sharded one) is kept."""
+    settings (its GradScalerKwargs included; one they disable stays off). A scaler of another kind (FSDP's
+    sharded one) is kept, and its kernels are named where the program runs them. The report says
+    which."""
     import torch
 
-    from torchport.retarget import amp
+    from torchport.retarget import amp, runtime, state
 
+    retarget = state.current()
     scaler = getattr(accelerator, "scaler", None)
-    if type(scaler) is torch.amp.GradScaler:
+    if type(scaler) is torch.amp.GradScaler and not scaler.is_enabled():
+        retarget.decide(topic, f"{what} disabled, as the application configured it")
+    elif type(scaler) is torch.amp.GradScaler:
         accelerator.scaler = amp.target_grad_scaler(
             init_scale=scaler._init_scale, growth_factor=scaler._growth_factor, backoff_factor=scaler._backoff_factor,
-            growth_interval=scaler._growth_interval, enabled=scaler._enabled)
+            growth_interval=scaler._growth_interval)
+        if site is not None:
+            runtime.HITS[site] += 1
+        retarget.decide(topic, f"{what} {amp.scaling_in_plain_ops(retarget.backend.name)}")
+    elif scaler is None:
+        retarget.decide(topic, f"{what}: none (Accelerate made no scaler)")
+    else:
+        retarget.decide(topic, f"{what} kept as Accelerate built it ({type(scaler).__name__}); "
+                               f"{retarget.backend.name} has no GradScaler kernels")
     return accelerator
 
 

@@ -91,8 +91,8 @@ REWRITTEN_KEYWORDS = {
 #: `HfArgumentParser`, which builds `TrainingArguments` from the command line, and `TrainingArguments`
 #: itself, whose default optimizer is fused): every call of a callee spelled so goes through
 #: runtime.framework_call, which decides from the callee itself whether it is the framework's.
-FRAMEWORK_CLASSES = {"Trainer", "Fabric", "Accelerator", "pipeline", "HfArgumentParser", "TrainingArguments",
-                     "Seq2SeqTrainingArguments"}
+FRAMEWORK_CLASSES = {"Trainer", "Seq2SeqTrainer", "Fabric", "Accelerator", "pipeline", "HfArgumentParser",
+                     "TrainingArguments", "Seq2SeqTrainingArguments"}
 #: subprocess functions whose command line may start a Python child (`[sys.executable, "train.py"]`):
 #: called through runtime.subprocess_call where the module imported them from subprocess.
 SUBPROCESS_FUNCTIONS = {"run", "Popen", "call", "check_call", "check_output"}

@@ -160,8 +160,6 @@ class MicroBatcher:
             return answer
 
         def part(path: str, tensor):
-            # an output given whole (a prior, a constant) is each request's own copy: one request's
-            # postprocess editing it in place must not change what its batch-mates are answered
-            return tensor[start:stop] if path in self.batched else tensor.clone()
+            return tensor[start:stop] if path in self.batched else tensor
 
         return dataclasses.replace(answer, outputs=map_tensors_with_paths(part, answer.outputs))

@@ -403,6 +403,11 @@ def load_factory(factory: Any) -> ModelSpec:
         value = function()
     except Exception as error:
         device = _unusable_device(error)
+        if device is not None and "deserialize" in str(error):  # torch.load of a checkpoint saved on a GPU
+            raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}: it loads a checkpoint saved on "
+                             f"{device!r}, which this machine cannot use. Load it on the CPU "
+                             "(torch.load(..., map_location='cpu')) and return the model there: serve moves it to "
+                             "each device itself (--primary and --fallback).") from error
         if device is not None:  # `.cuda()` in a factory written for another machine
             raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}: it places the model (or its "
                              f"example) on {device!r}, which this machine cannot use. Serve moves the model to each "

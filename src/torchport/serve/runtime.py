@@ -22,10 +22,11 @@ thread hop each way instead of two); past it, the fallback answers on a thread o
 Models run under `torch.no_grad()`, as plain PyTorch inference code runs them, so that a model
 using autograd in `forward` works and its outputs are ordinary tensors a postprocess may edit. A
 model whose integer parameters or buffers the primary's profile would narrow (int64 ids beyond its
-int32) is not moved there, and a primary whose answer to the example differs from the fallback's by
-compare's parity rule starts out of service, its probes asking the example again: neither answers
-wrongly in silence. Failovers (rate-limited) and the drift alarm's rising and clearing are logged
-with their reasons.
+int32) is not moved there, and a primary whose answer to the example differs from the fallback's
+in integer outputs it narrows past their range starts out of service, its probes asking the example
+again: neither answers wrongly in silence. The factory's postprocess gets its own copy of the
+outputs. Failovers (rate-limited) and the drift alarm's rising and clearing are logged with their
+reasons.
 
 The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
 fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
@@ -56,7 +57,7 @@ from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
 from torchport.serve.model import (all_finite, default_postprocess, json_bytes, load_factory, load_weights,
                                    narrowed_integers, nonfinite_count, out_of_range, state_out_of_range, to_device)
-from torchport.serve.shadow import ShadowMonitor, ShadowResult, compare_outputs
+from torchport.serve.shadow import ShadowMonitor, ShadowResult
 
 __all__ = ["Deployment", "Answer", "Replica", "UnfaithfulModel", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
 
@@ -142,8 +143,8 @@ class _RateLimitedLog:
                 return
             held, self._held, self._last = self._held, 0, now
         if held:
-            message += " (%d more such line(s) in the last %g s not logged)"
-            args = (*args, held, self.interval_s)
+            message += " (%d more such line(s) since the last one logged, not logged)"
+            args = (*args, held)
         _log.warning(message, *args)
 
 
@@ -932,15 +933,20 @@ class Deployment:
             self.contract = OutputContract(reference, example, batched_paths(run, example, reference),
                                            self.primary.profile_downcasts())
             self.contract_source = source
+            if source == FALLBACK:
+                # integer outputs the primary would compute narrowed past its range: its probes ask the
+                # example again until it answers them as the fallback does (a primary that failed or
+                # hung here included)
+                self._example_reference = self._narrowed_outputs(reference)
             if source == FALLBACK and results.get(PRIMARY) == "ok":
                 violation = self.contract.differs(signatures[PRIMARY], reference)
+                difference = self._example_differs(signatures[PRIMARY])
                 if violation:
                     results[PRIMARY] = f"outputs break the fallback's contract: {violation}"
-                elif self.spec.eval:  # a model served in training mode answers each run differently, by design
-                    difference = self._example_differs(signatures[PRIMARY], reference)
-                    if difference:
-                        results[PRIMARY] = difference
-                        self._example_reference = reference
+                elif difference:
+                    results[PRIMARY] = difference
+                else:  # it computes them as the fallback does (a primary with native int64)
+                    self._example_reference = None
         if results.get(PRIMARY, "ok") != "ok":
             if not self.primary_load_error:  # a model not moved there is logged where the move failed
                 _log.warning("the primary %r failed the example at start: %s", self.primary.name, results[PRIMARY])
@@ -959,14 +965,40 @@ class Deployment:
                          "fallback %r mismatched (the alarm rises at %d)", monitor.recent_mismatches, monitor.recent_comparisons,
                          self.primary.name, self.fallback.name, monitor.alarm_after)
 
-    def _example_differs(self, outputs: Any, reference: Any) -> str | None:
-        """What differs between the primary's answer to the example and the fallback's `reference`,
-        judged by compare's parity rule as shadow comparisons are (an int64 output computed past the
-        primary's int32, a kernel that is off); None when they agree."""
-        result = compare_outputs(reference, outputs, self.shadow_monitor.thresholds, self.shadow_monitor.downcasts)
-        if result.agree:
+    def _narrowed_outputs(self, reference: Any) -> dict[str, Any] | None:
+        """The fallback's answer to the example, where it has integer values the primary's profile
+        computes in a narrower type and that do not fit it (an int64 id computed past 2**31 on a
+        primary computing int64 as int32): {path: tensor}; None when there are none. Only these are
+        held to the primary's answer at start and in probes: they are exact, so a primary that differs
+        there answers wrongly, while float outputs differ legitimately (a sampling model, a near tie
+        in an argmax), which shadow mode judges on live traffic."""
+        if not self._narrowed:
             return None
-        return f"its answer to the example differs from the fallback's: {'; '.join(result.reasons[:3])}"
+        from torchport.compare.tree import flatten_tensors
+
+        found = {path: tensor for path, tensor in flatten_tensors(reference)
+                 if tensor.dtype in self._narrowed and out_of_range(tensor, self._narrowed) is not None}
+        return found or None
+
+    def _example_differs(self, outputs: Any) -> str | None:
+        """How the primary's answer to the example differs from the fallback's at the outputs
+        `_narrowed_outputs` found; None when it agrees there (or there are none)."""
+        import torch
+
+        from torchport.compare.tree import flatten_tensors
+
+        reference = self._example_reference
+        if not reference:
+            return None
+        given = dict(flatten_tensors(outputs))
+        for path, expected in reference.items():
+            answered = given.get(path)
+            if answered is None or answered.shape != expected.shape or not torch.equal(answered.to(expected.dtype),
+                                                                                       expected):
+                where = f" {path!r}" if path else ""
+                found = out_of_range(expected, self._narrowed, "output", f"the primary {self.primary.name!r}")
+                return f"its answer to the example differs from the fallback's at output{where}: {found}"
+        return None
 
     def _breaker_changed(self, state: str) -> None:
         """Metrics and the log follow the breaker; the primary taken back into service after failing
@@ -1267,11 +1299,8 @@ class Deployment:
                 answer = self.batcher(inputs)
             else:
                 answer = self._route_and_run(inputs, postprocess, window)
-            # picked before the postprocess, which then gets its own copy of the outputs the shadow
-            # comparison reads (a postprocess may edit its argument: pop a key, sigmoid_ in place)
-            shadowed = self._shadow_pick.pick()
             if postprocess:
-                self._postprocess(answer, inputs, keep=shadowed)
+                self._postprocess(answer, inputs)
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
@@ -1288,35 +1317,35 @@ class Deployment:
         if answer.fallback_failed:
             self.metrics.fallback_failed()
         self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
-        if shadowed:
+        if self._shadow_pick.pick():
             self._start_shadow(inputs, answer)
         return answer
 
-    def _postprocess(self, answer: Answer, inputs: Any, keep: bool = False) -> None:
+    def _postprocess(self, answer: Answer, inputs: Any) -> None:
         """Set `answer.body` and `answer.content`, its JSON. When the factory's postprocess raises on
         the primary's outputs, or gives a body that is not JSON (an `-inf` from `log` of a probability
         the primary's precision rounded to 0), the request fails over ('bad_output') and the
         fallback's outputs are postprocessed instead; when the fallback's fail too, the postprocess
-        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary.
-        `keep`: `answer.outputs` are read after the postprocess (a shadow comparison), which gets a
-        copy of them."""
+        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary."""
         if answer.role != PRIMARY:
-            answer.body, answer.content = self._rendered(self._postprocessed(self._given(answer.outputs, keep),
+            answer.body, answer.content = self._rendered(self._postprocessed(self._given(answer.outputs),
                                                                              answer.device))
             return
-        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs, keep)
+        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs)
         if rejected is not None:
             failure, outputs = rejected
             self._primary_failed(failure)
             answer.outputs, answer.role, answer.device = outputs, FALLBACK, self.fallback.name
             answer.failover = "bad_output"
 
-    def _given(self, outputs: Any, keep: bool) -> Any:
-        """What the factory's postprocess is called with: `outputs` themselves, or, when they are read
-        after it (`keep`), a copy (containers and tensors), so that a postprocess that edits its
-        argument leaves the model's outputs as the model returned them. The default postprocess only
-        reads."""
-        if not keep or self.spec.postprocess is default_postprocess:
+    def _given(self, outputs: Any) -> Any:
+        """What the factory's own postprocess is called with: a copy of `outputs` (containers and
+        tensors), so that a postprocess editing its argument (popping a key, `sigmoid_` in place) leaves
+        the model's outputs as the model returned them: for the shadow comparison, for
+        `Answer.outputs`, for the batch-mates an output given whole is shared with, and for the model's
+        own state, which a host replica's outputs may be (a buffer returned as is). The default
+        postprocess only reads."""
+        if self.spec.postprocess is default_postprocess:
             return outputs
         import torch
 
@@ -1324,22 +1353,21 @@ class Deployment:
 
         return map_tensors(torch.Tensor.clone, outputs)
 
-    def _judge_postprocess(self, outputs: Any, inputs: Any,
-                           keep: bool = False) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
+    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
         """The postprocess on the primary's `outputs`, judged as for a live request: (body, JSON, None)
         when it takes them and gives JSON; (the fallback's body and JSON, (bad_output failure, the
         fallback's outputs)) when not but the fallback's do; PostprocessFailed or UnserializableOutput
         when the fallback's fail too (the postprocess, not the primary, is at fault: the breaker is not
         charged)."""
         try:
-            return (*self._rendered(self.spec.postprocess(self._given(outputs, keep))), None)
+            return (*self._rendered(self.spec.postprocess(self._given(outputs))), None)
         except UnserializableOutput as error:
             failure = _DeviceFailure("bad_output", f"its postprocessed answer is not JSON ({error.reason})")
         except (Exception, SystemExit) as error:
             failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
         fallback_outputs = self._fallback_only(inputs)
         try:
-            body = self.spec.postprocess(self._given(fallback_outputs, keep))
+            body = self.spec.postprocess(self._given(fallback_outputs))
         except (Exception, SystemExit) as error:
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error
@@ -1545,9 +1573,8 @@ class Deployment:
                     rejected = None
                 if rejected is not None:
                     raise rejected[0]
-            reference = self._example_reference
-            if reference is not None:
-                difference = self._example_differs(self._call_primary(self.spec.example), reference)
+            if self._example_reference is not None:
+                difference = self._example_differs(self._call_primary(self.spec.example))
                 if difference:
                     raise _DeviceFailure("bad_output", difference)
         except _DeviceFailure as failure:

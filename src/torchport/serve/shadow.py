@@ -109,7 +109,7 @@ class ShadowMonitor:
         self.thresholds = thresholds
         self.downcasts = dict(downcasts or {})
         self._recent: collections.deque[bool] = collections.deque(maxlen=window)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the alarm listener reads the counts under it
         self.comparisons = 0
         self.mismatches = 0
         self.alarms_raised = 0
@@ -142,8 +142,13 @@ class ShadowMonitor:
             self.last = result
             if not result.agree:
                 self.last_mismatch = result
-        if changed and self._on_alarm is not None:
-            self._on_alarm(alarm, result)
+            if changed and self._on_alarm is not None:
+                # under the lock, so that a rise and a clear reach the listener in their order; a
+                # listener that fails (the log's handler) does not fail the comparison's request
+                try:
+                    self._on_alarm(alarm, result)
+                except Exception:
+                    pass
         return result
 
     @property
