@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 API_SCRIPT = """
 import time, torch
 from torch.cuda import amp
@@ -121,6 +123,41 @@ def test_precision_policies(program):
         assert (values["dtype"], values["scaler"]) == (dtype, scaler), policy
         assert values["outside"] == "torch.float32", policy  # never cast code that did not ask
         assert values["agree"] == "True", policy
+
+
+NUMPY_METRICS = """
+import numpy as np, torch
+from torch.cuda.amp import autocast
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 3).cuda().eval()
+x = torch.randn(4, 8).cuda()
+with torch.no_grad(), autocast():
+    logits = model(x)
+array = logits.cpu().numpy()  # an evaluate() gathering logits for numpy metrics
+print("array=" + str(array.dtype) + "," + str(array.shape))
+print("matches=" + str(np.allclose(array.astype(np.float32), logits.float().cpu().numpy(), atol=1e-2)))
+own = torch.ones(2, dtype=torch.bfloat16)
+try:  # a bfloat16 tensor the application made itself: NumPy refuses it, as on a GPU machine
+    own.numpy()
+    print("own=converted")
+except TypeError:
+    print("own=TypeError")
+"""
+
+
+def test_numpy_of_an_fp16_autocast_result_the_policy_ran_in_bf16_is_the_gpus_float16(program, tmp_path):
+    from torchport.backends.cpu import has_native_bf16
+
+    if not has_native_bf16():
+        pytest.skip("the auto policy runs fp16 autocast in bf16 only where the CPU has native bf16")
+    result = program(NUMPY_METRICS, "--device", "cpu", "--precision", "auto", "--report", "report.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"array": "float16,(4, 3)", "matches": "True", "own": "converted"}
+    decisions = {entry["topic"]: entry["kind"] for entry in json.loads((tmp_path / "report.json").read_text())["decisions"]}
+    assert decisions.get("x.numpy() of bfloat16 results") == "adapted"
+    keep = program(NUMPY_METRICS, "--device", "cpu", "--precision", "keep")  # fp16 kept: nothing to adapt
+    assert keep.returncode == 0, keep.stderr[-3000:]
+    assert keep.values() == {"array": "float16,(4, 3)", "matches": "True", "own": "TypeError"}
 
 
 def test_distributed_and_checkpoint_forms(program, tmp_path):

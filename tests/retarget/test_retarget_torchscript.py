@@ -149,3 +149,63 @@ def test_scripted_functions_annotated_with_torch_types_compile(program, device, 
     result = program(source, "--device", device, "--precision", "keep")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0] == f"made {device_type} True cpu 2"
+
+
+class _Positions(__import__("torch").nn.Module):
+    """A layer adding positions made on the input's device, the common idiom a trace records as a
+    device constant."""
+
+    def __init__(self):
+        import torch
+
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        import torch
+
+        return torch.tanh(self.linear(x)) + torch.arange(x.shape[-1] - 1, device=x.device)
+
+
+def _gpu_archive(path, host_path):
+    """A traced module's archive as a GPU machine saves it (its storages tagged cuda:0, the device
+    its trace recorded cuda:0), made from the one saved here: the same bytes but those names."""
+    import zipfile
+
+    import torch
+
+    torch.manual_seed(0)
+    model = _Positions().eval()
+    torch.jit.trace(model, torch.randn(2, 4)).save(str(host_path))
+    with zipfile.ZipFile(host_path) as source, zipfile.ZipFile(path, "w") as archive:
+        for entry in source.infolist():
+            data = source.read(entry.filename)
+            if entry.filename.endswith(".pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            if entry.filename.endswith(".py"):
+                data = data.replace(b'torch.device("cpu")', b'torch.device("cuda:0")')
+            archive.writestr(entry.filename, data)
+    assert b"cuda:0" in open(path, "rb").read()
+    with torch.no_grad():
+        return model(torch.ones(2, 4)).sum().item()
+
+
+JIT_LOAD = """
+import io, torch
+gpu = torch.jit.load("gpu.pt")  # "save on GPU, load on GPU": no map_location
+print("gpu_on_cuda=" + str(next(gpu.parameters()).is_cuda))
+print("output=" + repr(gpu(torch.ones(2, 4).cuda()).sum().item()))
+from_buffer = torch.jit.load(io.BytesIO(open("gpu.pt", "rb").read()))
+print("buffer_on_cuda=" + str(next(from_buffer.parameters()).is_cuda))
+host = torch.jit.load("host.pt")  # saved on the host: loads there, as on a GPU machine
+print("host_device=" + next(host.parameters()).device.type)
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron-emulated"])
+def test_an_archive_saved_on_a_gpu_loads_on_the_target_without_map_location(program, tmp_path, device):
+    expected = _gpu_archive(tmp_path / "gpu.pt", tmp_path / "host.pt")
+    result = program(JIT_LOAD, "--device", device)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"gpu_on_cuda": "True", "output": repr(expected), "buffer_on_cuda": "True",
+                               "host_device": "cpu"}

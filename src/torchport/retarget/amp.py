@@ -98,6 +98,8 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
     retarget.redirected("autocast('cuda')")
     if effective is None:
         return retarget.type, None, False, False
+    if effective is torch.bfloat16 and (dtype or torch.float16) is torch.float16:
+        retarget.fp16_ran_as_bf16 = True
     follows = (retarget.precision == "auto" and (dtype or torch.float16) is torch.float16
                and effective is not torch.float16
                and retarget.backend.profile().dtype_rule("float16").status == "native")
@@ -156,7 +158,8 @@ class _FollowModel:
         retarget.decide("cuda autocast float16 around a float16 model",
                         f"autocast float16 on {retarget.backend.name}: the application holds a model in float16 "
                         f"itself (its {type(module).__name__} has float16 parameters), so the region stays as "
-                        "written from there")
+                        "written from there (torch.compile'd code cannot ask: a compiled call that ran before "
+                        f"this ran in {str(region.lowered).removeprefix('torch.')}, and gave such results)")
         return None
 
 

@@ -16,7 +16,8 @@ import types
 import torch
 
 from torchport.retarget import (accelerator_api, amp, attention, backend_flags, compiler, cuda_api, data_parallel,
-                                device_values, distributed, host_loading, profiler, runtime, state, sync_batchnorm)
+                                device_values, distributed, host_loading, profiler, runtime, state, sync_batchnorm,
+                                torchscript)
 from torchport.retarget.standin import facade_module, reduce_class
 from torchport.retarget.traced import constant_in_compiled_code
 
@@ -206,6 +207,35 @@ def _load(f, map_location=None, pickle_module=None, *args, **kwargs):
     return device_values.map_devices(result)  # the weights-only unpickler: devices in its containers
 
 
+def _jit_load(f, map_location=None, _extra_files=None, _restore_shapes=False):
+    """`torch.jit.load` in application code: without `map_location`, an archive saved on a CUDA device
+    (a model traced or scripted on a GPU machine) loads on the target, as it loads on the GPU there
+    (torch alone stops: "Could not run 'aten::empty_strided' with arguments from the 'CUDA'
+    backend"); an archive saved on the host loads as torch loads it. A `map_location` given
+    positionally maps as a keyword. The CUDA devices its graphs hold as constants (a GPU trace of
+    `torch.arange(n, device=x.device)`) are the target's, as in the application's own scripted code."""
+    retarget = state.current()
+    if map_location is not None:
+        module = torch.jit.load(f, runtime.map_device(map_location), _extra_files, _restore_shapes)
+    else:
+        start = f.tell() if hasattr(f, "seek") else None
+        try:
+            module = torch.jit.load(f, None, _extra_files, _restore_shapes)
+        except (RuntimeError, NotImplementedError) as error:
+            if "'CUDA' backend" not in str(error) and "CUDA" not in str(error).split("\n", 1)[0]:
+                raise
+            if start is not None:
+                f.seek(start)
+            try:
+                module = torch.jit.load(f, retarget.device(None), _extra_files, _restore_shapes)
+            except Exception:
+                raise error from None
+            retarget.redirected("torch.jit.load of an archive saved on CUDA")
+    if torchscript.map_loaded(module, retarget):  # devices a GPU trace recorded as constants
+        retarget.redirected("torch.jit.load of an archive with CUDA device constants")
+    return module
+
+
 def _restore_cuda_on_target(storage, location: str):
     if not location.startswith("cuda"):
         return None  # torch's own restore
@@ -385,6 +415,7 @@ class Facades:
         self.autograd = _facade_module(torch.autograd, {"profiler": self.autograd_profiler})
         self.parallel = _facade_module(torch.nn.parallel, {"DataParallel": data_parallel.DataParallel,
                                                            "data_parallel": data_parallel.data_parallel})
+        self.jit = _facade_module(torch.jit, {"load": _jit_load})
         self.nn = _facade_module(torch.nn, {"SyncBatchNorm": sync_batchnorm.SyncBatchNorm,
                                             "DataParallel": data_parallel.DataParallel,
                                             "parallel": self.parallel,
@@ -400,6 +431,7 @@ class Facades:
                 "random": self.random,
                 "nn": self.nn,
                 "autograd": self.autograd,
+                "jit": self.jit,
                 "device": DeviceFacade,
                 "Generator": GeneratorFacade,
                 "autocast": amp.autocast,
@@ -441,6 +473,7 @@ class Facades:
             "torch.nn.parallel": self.parallel,
             "torch.autograd": self.autograd,
             "torch.autograd.profiler": self.autograd_profiler,
+            "torch.jit": self.jit,
         }
 
 

@@ -420,6 +420,25 @@ def cpu(site: int, obj, *args, **kwargs):
     return _transferred(obj, moved, to_device=False) if moved is obj else moved
 
 
+_bfloat16 = torch.bfloat16
+_float16 = torch.float16
+
+
+def numpy(site: int, obj, *args, **kwargs):
+    """`x.numpy()`. NumPy has no bfloat16: where the precision policy ran the application's float16
+    autocast regions in bfloat16, a bfloat16 tensor (what such a region gives where CUDA gives
+    float16: logits for a metric) becomes the float16 array the program gets on a GPU machine, and
+    the report says so once; anything else is its own `numpy()` (a bfloat16 tensor the application
+    made while no region was lowered raises as there)."""
+    if _rt.fp16_ran_as_bf16 and obj.__class__ is not type and isinstance(obj, _Tensor) and obj.dtype is _bfloat16:
+        _hit(site)
+        _rt.decide("x.numpy() of bfloat16 results", "float16 arrays, as the float16 the application's autocast "
+                                                   "asked for gives on CUDA (NumPy has no bfloat16; the precision "
+                                                   "policy ran the region in bfloat16)", kind="adapted")
+        return obj.to(_float16).numpy(*args, **kwargs)
+    return obj.numpy(*args, **kwargs)
+
+
 def to_host(site: int, obj, *args, **kwargs):
     """`x.to("cpu")` / `x.to(torch.device("cpu"))` with the host written out at the call: a copy where
     the target is the host, as `cpu` is."""

@@ -51,6 +51,9 @@ class Retarget:
         self._selected = threading.local()
         #: Rewritten sites where the application read a host device's `.type` on the CPU target (in order).
         self.cpu_type_reads: dict[int, None] = {}
+        #: Whether the precision policy has run an fp16 autocast region of the application in bfloat16
+        #: (its bfloat16 results stand for CUDA's float16 ones where NumPy takes them: runtime.numpy).
+        self.fp16_ran_as_bf16 = False
         self.recorder.target = self.backend.name
         self.recorder.precision = self.precision
 

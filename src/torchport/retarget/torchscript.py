@@ -18,7 +18,9 @@ application's facade: a facade callable whose real counterpart is a TorchScript 
 graph is then mapped like any other.
 
 The hooks of whoever set them before (torch's own test utilities) still run first. Traced code
-needs nothing: tracing runs the rewritten Python, so the trace records the target's devices.
+needs nothing: tracing runs the rewritten Python, so the trace records the target's devices. An
+archive the application loads (`torch.jit.load`), traced or scripted on a GPU machine, has its
+graphs mapped as it loads (`map_loaded`).
 A device string computed at run time inside scripted code (a `str` argument or default) is not
 seen: pass a `torch.device`, which the application's `torch.device('cuda')` already makes the
 target's. The mapped graph is what `torch.jit.save` writes: the archive runs on the target.
@@ -35,7 +37,7 @@ from torchport.retarget import state
 from torchport.retarget.report import Site
 from torchport.retarget.state import _CUDA_STRING
 
-__all__ = ["install", "map_graph"]
+__all__ = ["install", "map_graph", "map_loaded"]
 
 _SOURCE_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _installed = False
@@ -139,6 +141,28 @@ def map_graph(graph, retarget: state.Retarget) -> int:
     if mapped:
         torch._C._jit_pass_constant_pooling(graph)
         torch._C._jit_pass_dce(graph)
+    return mapped
+
+
+def map_loaded(module, retarget: state.Retarget) -> int:
+    """Map the graphs of a module the application loaded (`torch.jit.load`), every submodule's methods
+    included, as an application graph is mapped: an archive traced on a GPU machine holds its devices
+    as constants (`torch.arange(n, device=x.device)` traced there is `device=cuda:0`), which run on the
+    GPU there. Returns how many values were mapped."""
+    if retarget.type == "cuda":
+        return 0
+    mapped = 0
+    for submodule in module.modules():
+        compiled = getattr(submodule, "_c", None)
+        if compiled is None:
+            continue
+        for name in compiled._method_names():
+            graph = compiled._get_method(name).graph
+            count = _map_block(graph, graph, retarget)
+            if count:
+                torch._C._jit_pass_constant_pooling(graph)
+                torch._C._jit_pass_dce(graph)
+            mapped += count
     return mapped
 
 
