@@ -185,3 +185,33 @@ def test_an_installed_librarys_cuda_only_import_at_import_time_is_named(tmp_path
                           env={**os.environ, "PYTHONPATH": str(site)})
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
     assert f"outside any test (while importing): import triton at {site / 'kernlib' / '__init__.py'}:3" in done.stdout
+
+
+FIRST_STEP_AND_COMPILE = """
+import torch
+
+
+def test_first_optimizer_step():  # the run's first step imports Dynamo, which probes for Triton
+    model = torch.nn.Linear(4, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4, device="cuda")).sum().backward()
+    optimizer.step()
+    assert model.weight.is_cuda
+
+
+def test_first_compile():  # and compiling imports Inductor, which probes again
+    compiled = torch.compile(lambda x: torch.sin(x) * 2)
+    x = torch.randn(8, device="cuda")
+    assert torch.allclose(compiled(x), torch.sin(x) * 2)
+"""
+
+
+def test_torchs_own_probes_for_triton_are_not_a_test_reaching_a_cuda_only_feature(tmp_path):
+    # a GPU machine runs both tests; torch asking whether Triton is installed is not the test choosing
+    # a Triton kernel: both run and pass, also under --torchport-unsupported=fail
+    (tmp_path / "test_steps.py").write_text(FIRST_STEP_AND_COMPILE)
+    command = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(tmp_path),
+               "--torchport-device", "cpu", "--torchport-unsupported=fail"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+    assert "import triton" not in done.stdout, done.stdout

@@ -190,6 +190,25 @@ def test_under_torchrun_each_local_rank_has_a_cuda_device_of_its_own(tmp_path):
                         "rank1": f"(2, 1, 32, False, '{device_type}', (1, 1, {index[1]}))"}
 
 
+def test_under_torchrun_rank_0s_summary_says_the_other_ranks_records_are_in_their_reports(tmp_path):
+    # only rank 0 prints a summary; what another rank alone reached (its own data, its own branch)
+    # must not look like nothing
+    script = tmp_path / "ranks.py"
+    script.write_text("import os, torch\n"
+                      "if os.environ['RANK'] == '1':\n"
+                      "    torch.optim.AdamW(torch.nn.Linear(2, 2).cuda().parameters(), fused=True)\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("CUDA_VISIBLE_DEVICES", "TORCHPORT_QUIET")}
+    completed = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                "-m", "torchport", "run", "--device", "neuron-emulated", "--report", "report.json",
+                                str(script)], capture_output=True, text=True, env={**env, "OMP_NUM_THREADS": "1"},
+                               cwd=tmp_path, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stderr.count("torchport: cuda -> neuron-emulated") == 1  # rank 0's
+    assert "rank 0 of 2: the other ranks print no summary" in completed.stderr
+    rank1 = json.loads((tmp_path / "report.rank1.json").read_text())
+    assert any(entry["topic"] == "fused optimizers" for entry in rank1["decisions"])
+
+
 def test_a_warning_shown_once_per_line_stays_shown_once(program):
     # Python shows a warning once per line under its default filter; a filter torchport added at
     # the program's first autocast region made it forget, so the program's own warnings showed again

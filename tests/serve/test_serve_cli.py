@@ -92,10 +92,10 @@ def serve(entry: str, port: int, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.slow
-def test_a_primary_on_the_fallbacks_own_device_is_warned_of_at_start():
+def start_and_stop(entry: str, *extra: str) -> tuple[int, str]:
+    """Serve `entry` until ready, then SIGTERM: (exit status, what it wrote to stderr)."""
     port = free_port()
-    process = serve("make_linear", port, "--primary", "cpu", "--shadow", "0.5")
+    process = serve(entry, port, *extra)
     try:
         assert wait_ready(process, port)[0] == 200
         process.send_signal(signal.SIGTERM)
@@ -103,8 +103,21 @@ def test_a_primary_on_the_fallbacks_own_device_is_warned_of_at_start():
     finally:
         if process.poll() is None:
             process.kill()
+    return process.returncode, stderr
+
+
+@pytest.mark.slow
+def test_a_primary_on_the_fallbacks_own_device_is_warned_of_at_start():
+    status, stderr = start_and_stop("make_linear", "--primary", "cpu", "--shadow", "0.5")
     assert "primary and fallback are both 'cpu'" in stderr and "covers only failures that do not repeat" in stderr
-    assert "shadow off (not checked)" in stderr and process.returncode == 0, stderr
+    assert "shadow off (not checked)" in stderr and status == 0, stderr
+
+
+@pytest.mark.slow
+def test_a_primary_that_cannot_hold_the_model_is_not_promised_back_by_probes():
+    status, stderr = start_and_stop("make_catalogue_ids")
+    assert "'item_ids'" in stderr and "probes cannot take it back" in stderr, stderr
+    assert "until probes succeed" not in stderr and status == 0, stderr
 
 
 def ask_in_thread(port: int, payload) -> tuple[threading.Thread, list]:

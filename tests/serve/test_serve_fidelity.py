@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from http_client import Client
-from serve_models import PRIMARY
+from serve_models import PRIMARY, CatalogueIds
 from torchport.errors import UsageError
 from torchport.serve import OPEN, Deployment
 from torchport.serve.server import running_server
@@ -23,19 +23,6 @@ REQUESTS = [[[1.0, 2.0, 3.0, 4.0]], [[-1.0, 0.5, 2.0, -3.0]], [[0.3, -2.0, 1.0, 
 
 def said(caplog) -> list[str]:
     return [record.getMessage() for record in caplog.records if record.name == "torchport.serve"]
-
-
-class Recommender(torch.nn.Module):
-    """Scores three catalogue items and answers the best one's 64-bit id (ids beyond 2**31)."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.score = torch.nn.Linear(4, 3)
-        self.register_buffer("item_ids", torch.tensor([3_000_000_001, 3_000_000_002, 7_500_000_003]))
-
-    def forward(self, inputs):
-        return self.item_ids[self.score(inputs).argmax(-1)]
 
 
 class LargeIds(torch.nn.Module):
@@ -58,7 +45,7 @@ def plain(model, rows):
 
 def test_a_primary_that_would_hold_int64_buffers_wrapped_serves_nothing(caplog):
     caplog.set_level(logging.WARNING, "torchport.serve")
-    factory = lambda: {"model": Recommender(), "example": EXAMPLE}  # noqa: E731
+    factory = lambda: {"model": CatalogueIds(), "example": EXAMPLE}  # noqa: E731
     with Deployment(factory, primary=PRIMARY, fallback="cpu", reset_after_s=0.0) as deployment:
         status = deployment.status()
         assert status["primary"]["loaded"] is False and deployment.breaker.state == OPEN
@@ -66,7 +53,7 @@ def test_a_primary_that_would_hold_int64_buffers_wrapped_serves_nothing(caplog):
         for rows in REQUESTS * 3:  # the probes these start cannot take the primary back
             answer = deployment.predict({"inputs": rows})
             deployment.flush()
-            assert answer.device == "cpu" and answer.body["outputs"] == plain(Recommender(), rows).tolist()
+            assert answer.device == "cpu" and answer.body["outputs"] == plain(CatalogueIds(), rows).tolist()
         assert deployment.breaker.state != "closed"
     assert any("'item_ids'" in line and "3000000001" in line and "int32" in line for line in said(caplog))
 
@@ -372,3 +359,59 @@ def test_a_factory_loading_a_gpu_checkpoint_is_told_to_load_it_on_the_cpu():
         Deployment(loads_a_gpu_checkpoint, primary=PRIMARY, fallback="cpu")
     message = str(caught.value)
     assert "map_location='cpu'" in message and "drop .cuda()" not in message
+
+
+class FailsByCause(torch.nn.Module):
+    """On the primary: raises on odd calls, answers NaN on even ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, inputs):
+        if inputs.device.type == "cpu":
+            return inputs * 2
+        self.calls += 1
+        if self.calls % 2:
+            raise RuntimeError("kernel 'gemm_bf16' failed on the primary")
+        return inputs * float("nan")
+
+
+def test_each_failover_cause_is_logged_and_the_breaker_says_which_failure_opened_it(caplog):
+    caplog.set_level(logging.WARNING, "torchport.serve")
+    with Deployment(FailsByCause, primary=PRIMARY, fallback="cpu", failure_threshold=4,
+                    reset_after_s=60.0) as deployment:
+        causes = [deployment.predict({"inputs": [[1.0, 2.0]]}).failover for _ in range(4)]
+    assert causes == ["error", "nonfinite"] * 2
+    lines = said(caplog)
+    assert sum("failed on the primary" in line and "(error)" in line for line in lines) == 1
+    assert sum("failed on the primary" in line and "(nonfinite)" in line for line in lines) == 1
+    opened = [line for line in lines if "circuit breaker open" in line]
+    assert len(opened) == 1 and "after 4 failures, the last: nonfinite" in opened[0], opened
+
+
+def test_requests_the_canary_sends_to_the_fallback_stay_canary_while_the_breaker_is_open():
+    with Deployment(FailsOnThePrimary, primary=PRIMARY, fallback="cpu", canary=0.5, failure_threshold=1,
+                    reset_after_s=60.0) as deployment:
+        answers = [deployment.predict({"inputs": [[1.0, 2.0]]}) for _ in range(40)]
+    assert deployment.breaker.state == OPEN
+    routed = [answer.routed for answer in answers if answer.failover is None]
+    # evenly spread: half of the requests were the canary share's for the fallback, breaker or not
+    assert routed.count("canary") == 20 and routed.count("breaker_open") == len(routed) - 20
+
+
+class IdsFromInputs(torch.nn.Module):
+    """Answers ids made from an input: 5_000_000 per unit, beyond 2**31 from 430 on."""
+
+    def forward(self, inputs):
+        return inputs[:, 0].long() * 5_000_000 + inputs[:, 1].long()
+
+
+def test_integer_outputs_checked_on_the_example_only_are_said_to_be_at_start(caplog):
+    caplog.set_level(logging.WARNING, "torchport.serve")
+    example = torch.tensor([[3.0, 1.0], [7.0, 2.0]])
+    with Deployment(lambda: {"model": IdsFromInputs(), "example": example}, primary=PRIMARY,
+                    fallback="cpu") as deployment:
+        assert deployment.warmup["primary"] == "ok"
+    warned = [line for line in said(caplog) if "would be answered wrapped" in line]
+    assert len(warned) == 1 and "int64" in warned[0] and "--shadow" in warned[0], said(caplog)

@@ -84,11 +84,19 @@ class _LibraryImportWatch:
     """A finder that finds nothing: it notes where an installed library (code outside the project,
     which is not rewritten) tries to import a CUDA-only package that is not installed, `import triton`
     in a `try` that picks a fallback, as an unsupported site at the library's line; the import then
-    fails as it would have. The project's own imports are the rewriter's."""
+    fails as it would have. The project's own imports are the rewriter's. torch's own probes (Dynamo
+    and Inductor asking whether Triton is there, which the first optimizer step or torch.compile of a
+    run triggers) are torch finding out what this machine has, not a kernel anyone chose: not noted."""
 
     def __init__(self, retarget):
+        import os
+
+        import torch
+
         from torchport.retarget.unsupported import cuda_only_packages
 
+        #: torch's own package folder: imports from code inside it are torch's probes.
+        self.torch_folder = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         self.retarget = retarget
         self.looking = False
         #: Asked for every top-level import of the process: one dict lookup, nothing imported.
@@ -117,7 +125,8 @@ class _LibraryImportWatch:
         while frame is not None and (frame.f_code.co_filename.startswith("<frozen") or
                                      frame.f_code.co_filename == __file__):
             frame = frame.f_back
-        if frame is None or self.retarget.in_scope(frame.f_code.co_filename):
+        if frame is None or frame.f_code.co_filename.startswith(self.torch_folder) \
+                or self.retarget.in_scope(frame.f_code.co_filename):
             return
         api = f"import {package}"
         self.retarget.unsupported(api, alternative, Site(frame.f_code.co_filename, frame.f_lineno, api),

@@ -132,8 +132,14 @@ def _load(slot, server, args, shadow: float, canary: float, port: int) -> None:
         return
     if deployment.warmup.get("primary", "ok") != "ok":
         reason = deployment.warmup["primary"].replace("--device", "--primary")  # a backend's hint names run's flag
+        if "UnfaithfulModel" in reason:
+            until = "; probes cannot take it back: the model's own values do not fit it"
+        elif "differs from the fallback's" in reason:
+            until = " until a probe answers the example's values as the fallback does"
+        else:
+            until = " until probes succeed"
         print(f"torchport: warning: the primary {deployment.primary.name!r} failed at start-up "
-              f"({reason}); serving from the fallback until probes succeed.", file=sys.stderr)
+              f"({reason}); serving from the fallback{until}.", file=sys.stderr)
     training = deployment.spec.training
     if training and deployment.spec.eval:
         shown = ", ".join(training[:3]) + (f" and {len(training) - 3} more" if len(training) > 3 else "")

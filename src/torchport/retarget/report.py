@@ -224,4 +224,10 @@ class Recorder:
         if os.environ.get("RANK", "0") != "0":
             return
         sys.stdout.flush()
-        print(self.summary(), file=stream or sys.stderr)
+        text = self.summary()
+        world_size = os.environ.get("WORLD_SIZE", "1")
+        if world_size.isdigit() and int(world_size) > 1:
+            # a rank may reach what rank 0 does not (its own data, its own branch): said, not hidden
+            text += (f"\n  rank 0 of {world_size}: the other ranks print no summary; what each recorded is in "
+                     "its own report (--report FILE writes FILE.rankN.json)")
+        print(text, file=stream or sys.stderr)

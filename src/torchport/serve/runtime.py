@@ -84,6 +84,9 @@ class Answer:
     #: Why the request went straight to the fallback: 'canary', 'breaker_open' or 'out_of_range' (the
     #: primary's profile narrows an integer dtype its values do not fit); None: it did not.
     routed: str | None = None
+    #: The primary could not be asked (its breaker open), whatever `routed` says: a shadow comparison
+    #: of it is a mismatch, not a call of the primary.
+    primary_unavailable: bool = False
     #: The canary share sent it to the fallback, which failed it, and the primary answered it.
     fallback_failed: bool = False
     latency_s: float = 0.0
@@ -127,21 +130,24 @@ FAILURE_LOG_INTERVAL_S = 10.0
 
 
 class _RateLimitedLog:
-    """Logs at most one line per `interval_s`; the next line logged says how many were held back."""
+    """Logs at most one line per `interval_s` for each key (a failover's cause: a burst of errors
+    does not hide the out-of-memory that follows); the next line logged for that key says how many
+    were held back."""
 
     def __init__(self, interval_s: float):
         self.interval_s = interval_s
-        self._last: float | None = None
-        self._held = 0
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def warning(self, message: str, *args: Any) -> None:
+    def warning(self, key: str, message: str, *args: Any) -> None:
         with self._lock:
             now = time.monotonic()
-            if self._last is not None and now - self._last < self.interval_s:
-                self._held += 1
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval_s:
+                self._held[key] = self._held.get(key, 0) + 1
                 return
-            held, self._held, self._last = self._held, 0, now
+            held, self._held[key], self._last[key] = self._held.get(key, 0), 0, now
         if held:
             message += " (%d more such line(s) since the last one logged, not logged)"
             args = (*args, held)
@@ -947,6 +953,8 @@ class Deployment:
                     results[PRIMARY] = difference
                 else:  # it computes them as the fallback does (a primary with native int64)
                     self._example_reference = None
+            if source == FALLBACK and self._narrowed:
+                self._note_narrowed_outputs(reference)
         if results.get(PRIMARY, "ok") != "ok":
             if not self.primary_load_error:  # a model not moved there is logged where the move failed
                 _log.warning("the primary %r failed the example at start: %s", self.primary.name, results[PRIMARY])
@@ -964,6 +972,20 @@ class Deployment:
             _log.warning("shadow drift alarm cleared: %d of the last %d comparisons of the primary %r with the "
                          "fallback %r mismatched (the alarm rises at %d)", monitor.recent_mismatches, monitor.recent_comparisons,
                          self.primary.name, self.fallback.name, monitor.alarm_after)
+
+    def _note_narrowed_outputs(self, reference: Any) -> None:
+        """Log, at start, that integer outputs of a type the primary narrows were checked on the example
+        only: a live answer computed past the narrower range (an id beyond 2**31 for other inputs) is
+        answered wrapped, which only shadow mode compares."""
+        from torchport.compare.tree import flatten_tensors
+
+        paths = [path or "outputs" for path, tensor in flatten_tensors(reference) if tensor.dtype in self._narrowed]
+        if paths and self._example_reference is None:
+            dtypes = sorted({str(dtype).removeprefix("torch.") for dtype in self._narrowed})
+            _log.warning("the model answers %s (%s) and the primary %r computes %s in a narrower type: the example's "
+                         "values fit it, but a live answer computed past it would be answered wrapped, without a "
+                         "failover; shadow mode (--shadow) compares live answers", "/".join(dtypes),
+                         ", ".join(paths[:3]), self.primary.name, "/".join(dtypes))
 
     def _narrowed_outputs(self, reference: Any) -> dict[str, Any] | None:
         """The fallback's answer to the example, where it has integer values the primary's profile
@@ -1006,8 +1028,11 @@ class Deployment:
         self.metrics.breaker_changed(state)
         reopened = bool(self.breaker.history) and self.breaker.history[-1][0] == HALF_OPEN
         if state == OPEN and not reopened:  # a probe that failed reopens it: the same outage, said once
-            _log.warning("the primary %r is out of service (circuit breaker open): requests go to the fallback %r; "
-                         "probing it every %g s", self.primary.name, self.fallback.name, self.breaker.reset_after_s)
+            last = getattr(self, "_last_failure", None)
+            why = f" after {self.breaker.failure_threshold} failures, the last: {last.cause}: {last.detail}" \
+                if last is not None else ""
+            _log.warning("the primary %r is out of service (circuit breaker open%s): requests go to the fallback %r; "
+                         "probing it every %g s", self.primary.name, why, self.fallback.name, self.breaker.reset_after_s)
         elif state == CLOSED:
             warmup = getattr(self, "warmup", None) or {}
             if not warmup.get(PRIMARY, "ok").startswith("ok"):
@@ -1404,7 +1429,10 @@ class Deployment:
             if self.breaker.try_start_probe():
                 probe = inputs if probe_inputs is None else probe_inputs
                 self._background.submit(self._probe, probe, postprocess, bounded=False)
-            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed="breaker_open")
+            # the canary share picks as usual: what it sends to the fallback anyway is its, not the breaker's
+            routed = "canary" if canary and not self._canary_pick.pick() else "breaker_open"
+            return Answer(self._fallback_only(inputs), FALLBACK, self.fallback.name, routed=routed,
+                          primary_unavailable=True)
         if canary and not self._canary_pick.pick():
             return self._canary_answer(inputs, window)
         try:
@@ -1546,8 +1574,9 @@ class Deployment:
     def _primary_failed(self, failure: _DeviceFailure) -> None:
         """Charge the breaker with a live request's primary failure, and log why (at most one line per
         FAILURE_LOG_INTERVAL_S, counting those held back, so a failing primary does not flood the log)."""
-        self._failure_log.warning("a request failed on the primary %r (%s): %s", self.primary.name, failure.cause,
-                                  failure.detail)
+        self._failure_log.warning(failure.cause, "a request failed on the primary %r (%s): %s", self.primary.name,
+                                  failure.cause, failure.detail)
+        self._last_failure = failure  # named by the log line of the breaker opening on it
         self.breaker.record_failure()
         if failure.cause == "oom" and self.primary.backend.is_accelerator():
             try:  # give the allocator's cached blocks back, so the next request has a chance
@@ -1608,7 +1637,7 @@ class Deployment:
             # compare, and not drift
             self.metrics.shadow_skipped("out_of_range")
             return
-        if answer.routed == "breaker_open":
+        if answer.primary_unavailable:
             # the primary cannot be asked: its breaker opened on failures (or it failed at start). A
             # mismatch, as its failures are: a shadow rollout must not pass a primary that never answers
             result = self.shadow_monitor.record(ShadowResult(False, ["the primary is unavailable: its breaker is open"]))
