@@ -109,6 +109,11 @@ def test_ops_the_target_lacks_are_named_once_by_run_with_the_line_that_reached_t
     assert "First reached at app.py:7;" in lacks["aten::nonzero"]
     assert "no fused optimizer kernels" in lacks["aten::_fused_adamw_"]
     assert "First reached at app.py:9 (through " in lacks["aten::_fused_adamw_"]
+    # --strict refuses what the application's own line calls, not what torch's code reaches (printing)
+    strict = program("import torch\nx = torch.randn(4, device='cuda')\nprint(x)\nprint('printed=True')\n"
+                     "torch.nonzero(x > 0)\n", "--strict", "--device", "neuron-emulated")
+    assert strict.values()["printed"] == "True" and strict.returncode != 0
+    assert "Op aten::nonzero is unsupported on target 'neuron'" in strict.stderr
     # the CPU target lacks neither
     plain = program(source, "--device", "cpu", "--no-scope", str(library), "--report", str(report), env=path)
     assert plain.returncode == 0, plain.stderr[-3000:]
@@ -294,6 +299,47 @@ def test_a_checkpoint_with_the_cuda_generator_state_loads_on_a_gpu_machine_and_r
     assert plain.stdout.split("\n")[:2] == ["torch.uint8 16 11 0"] * 2
 
 
+def test_a_legacy_constructor_under_a_cuda_default_tensor_type_is_named_in_the_mixing_error(program):
+    # NeRF's `torch.Tensor([1e10])` after set_default_tensor_type('torch.cuda.FloatTensor'): a GPU makes
+    # a CUDA tensor; here the legacy constructor makes a host one (a known gap): the error says so
+    source = """
+    import torch
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    far = torch.ones(3) * torch.Tensor([1e10])
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode != 0
+    assert "legacy constructors (torch.Tensor(data)" in result.stderr and "torch.tensor(data)" in result.stderr
+
+
+GENERATOR_STATE = """
+import torch
+g = torch.Generator(device="cuda").manual_seed(7)  # a resumable sampler's generator (diffusers' idiom)
+torch.randn(4, generator=g, device="cuda")
+state = g.get_state()
+print("state=" + str((state.numel(), state.dtype)))
+expected = torch.randn(4, generator=g, device="cuda")
+torch.save({"sampler_rng": state}, "sampler.pt")
+resumed = torch.Generator(device="cuda")
+resumed.set_state(torch.load("sampler.pt")["sampler_rng"])
+print("resumed=" + str(torch.equal(torch.randn(4, generator=resumed, device="cuda"), expected)))
+print("host=" + str(torch.Generator().get_state().numel()))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron-emulated"])
+def test_a_cuda_generators_state_is_cudas_sixteen_bytes_and_resumes_exactly(program, tmp_path, device):
+    # a GPU machine's torch.Generator("cuda").get_state() is Philox's 16 bytes, and set_state there
+    # takes nothing else: a checkpoint holding the host's 5056 bytes would not restore on the GPU
+    result = program(GENERATOR_STATE, "--device", device)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"state": "(16, torch.uint8)", "resumed": "True", "host": "5056"}
+    import torch
+
+    saved = torch.load(tmp_path / "sampler.pt")["sampler_rng"]  # what the original code loads on a GPU
+    assert saved.numel() == 16 and saved.dtype == torch.uint8
+
+
 def test_devices_in_a_gpu_checkpoint_equal_the_programs_own_and_save_as_written(program, tmp_path):
     # written as a GPU machine writes it: torch.device objects of CUDA wherever the program kept one
     gpu_checkpoint = tmp_path / "gpu.pt"
@@ -336,6 +382,7 @@ def test_float64_computed_in_float32_by_the_target_is_reported_by_run(program, t
     decisions = {d["topic"]: d for d in json.loads(report.read_text())["decisions"]}
     assert decisions["float64 on neuron-emulated"]["kind"] == "adapted"
     assert "computed in float32" in decisions["float64 on neuron-emulated"]["decision"]
+    assert "reached at app.py:3)" in decisions["float64 on neuron-emulated"]["decision"]  # the line that made it
 
 
 def test_seeding_and_restoring_the_cuda_generator_are_reported_where_the_host_generator_serves(program, tmp_path):
@@ -679,7 +726,7 @@ def test_an_fp16_autocast_around_a_model_cast_to_fp16_stays_fp16_under_auto(prog
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads((tmp_path / "r.json").read_text())["decisions"]}
     decision = decisions["cuda autocast float16 around a float16 model"]
     assert "its Embedding has float16 parameters" in decision
-    assert "a compiled call that ran before this ran in bfloat16" in decision  # compiled code cannot ask
+    assert "a compiled call of such a model before this, if any, ran in bfloat16" in decision  # it cannot ask
 
 
 FULLGRAPH = """

@@ -664,6 +664,7 @@ def optim(args):
 print("default=" + optim(TrainingArguments(output_dir="out", report_to=[])))
 print("seq2seq=" + optim(Seq2SeqTrainingArguments(output_dir="out", report_to=[], fp16=True)))
 print("given_sgd=" + optim(TrainingArguments(output_dir="out", report_to=[], optim="sgd")))
+print("given_fused=" + optim(TrainingArguments(output_dir="out", report_to=[], optim="adamw_torch_fused")))
 print("subclass=" + optim(AdafactorArguments(output_dir="out", report_to=[], fp16=True)))
 (parsed,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses(["--output_dir", "out"])
 print("parsed=" + optim(parsed))
@@ -680,10 +681,11 @@ def test_transformers_fused_adamw_default_is_unfused_where_the_target_has_no_fus
     result = program(OPTIMIZERS, "--device", "neuron-emulated", "--report", "report.json")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values() == {"default": "adamw_torch", "seq2seq": "adamw_torch", "given_sgd": "sgd",
-                               "subclass": "adafactor", "parsed": "adamw_torch", "parsed_fp16": "adamw_torch"}
+                               "given_fused": "adamw_torch", "subclass": "adafactor", "parsed": "adamw_torch",
+                               "parsed_fp16": "adamw_torch"}
     decisions = _decisions(json.loads((tmp_path / "report.json").read_text()))
     assert "transformers TrainingArguments optim left at its default ('adamw_torch_fused')" in decisions
-    assert "transformers TrainingArguments optim='adamw_torch_fused'" not in decisions  # nobody wrote it
+    assert "transformers TrainingArguments optim='adamw_torch_fused'" in decisions  # the line that wrote it
     cpu = program(OPTIMIZERS, "--device", "cpu")  # the CPU has fused kernels
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert cpu.values()["default"] == "adamw_torch_fused"

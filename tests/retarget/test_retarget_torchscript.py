@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 APP = """\
 import sys
@@ -151,19 +152,15 @@ def test_scripted_functions_annotated_with_torch_types_compile(program, device, 
     assert result.stdout.splitlines()[0] == f"made {device_type} True cpu 2"
 
 
-class _Positions(__import__("torch").nn.Module):
+class _Positions(torch.nn.Module):
     """A layer adding positions made on the input's device, the common idiom a trace records as a
     device constant."""
 
     def __init__(self):
-        import torch
-
         super().__init__()
         self.linear = torch.nn.Linear(4, 3)
 
     def forward(self, x):
-        import torch
-
         return torch.tanh(self.linear(x)) + torch.arange(x.shape[-1] - 1, device=x.device)
 
 
@@ -171,8 +168,6 @@ def _gpu_archive(path, host_path):
     """A traced module's archive as a GPU machine saves it (its storages tagged cuda:0, the device
     its trace recorded cuda:0), made from the one saved here: the same bytes but those names."""
     import zipfile
-
-    import torch
 
     torch.manual_seed(0)
     model = _Positions().eval()
@@ -186,8 +181,20 @@ def _gpu_archive(path, host_path):
                 data = data.replace(b'torch.device("cpu")', b'torch.device("cuda:0")')
             archive.writestr(entry.filename, data)
     assert b"cuda:0" in open(path, "rb").read()
+    # scripted (never run here): a helper function making positions on 'cuda', called from forward
+    torch.jit.script(_ScriptedPositions()).save(str(path.parent / "scripted.pt"))
     with torch.no_grad():
         return model(torch.ones(2, 4)).sum().item()
+
+
+@torch.jit.script
+def _positions(n: int):
+    return torch.arange(n, device=torch.device("cuda"))
+
+
+class _ScriptedPositions(torch.nn.Module):
+    def forward(self, x):
+        return x + _positions(x.shape[-1])
 
 
 JIT_LOAD = """
@@ -199,6 +206,16 @@ from_buffer = torch.jit.load(io.BytesIO(open("gpu.pt", "rb").read()))
 print("buffer_on_cuda=" + str(next(from_buffer.parameters()).is_cuda))
 host = torch.jit.load("host.pt")  # saved on the host: loads there, as on a GPU machine
 print("host_device=" + next(host.parameters()).device.type)
+scripted = torch.jit.load("scripted.pt")  # its helper function makes positions on 'cuda'
+print("scripted=" + str(scripted(torch.zeros(3).cuda()).tolist()))
+import os, threading
+read, write = os.pipe()  # a stream that cannot seek (a pipe, a socket): read once, as torch reads it
+data = open("host.pt", "rb").read()
+feeder = threading.Thread(target=lambda: (os.write(write, data), os.close(write)))
+feeder.start()
+piped = torch.jit.load(os.fdopen(read, "rb"))
+feeder.join()
+print("piped=" + next(piped.parameters()).device.type)
 """
 
 
@@ -208,4 +225,4 @@ def test_an_archive_saved_on_a_gpu_loads_on_the_target_without_map_location(prog
     result = program(JIT_LOAD, "--device", device)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values() == {"gpu_on_cuda": "True", "output": repr(expected), "buffer_on_cuda": "True",
-                               "host_device": "cpu"}
+                               "host_device": "cpu", "scripted": "[0.0, 1.0, 2.0]", "piped": "cpu"}

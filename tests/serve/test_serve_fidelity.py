@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 
 import pytest
@@ -415,3 +416,32 @@ def test_integer_outputs_checked_on_the_example_only_are_said_to_be_at_start(cap
         assert deployment.warmup["primary"] == "ok"
     warned = [line for line in said(caplog) if "would be answered wrapped" in line]
     assert len(warned) == 1 and "int64" in warned[0] and "--shadow" in warned[0], said(caplog)
+    caplog.clear()  # class indices cannot reach the narrower range: nothing to say
+    classifier = lambda: {"model": IdsFromInputs().eval(), "example": torch.tensor([[0.0, 3.0]])}  # noqa: E731
+    with Deployment(classifier, primary=PRIMARY, fallback="cpu"):
+        pass
+    assert not [line for line in said(caplog) if "would be answered wrapped" in line]
+
+
+def test_batch_mates_each_get_their_own_copy_of_an_output_given_whole():
+    # a prior is the same for every row, so a joined batch hands it whole to each request: one caller
+    # editing its answer in place must not change what its batch-mates were answered
+    factory = lambda: {"model": Prior(), "example": EXAMPLE}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", batch_max_size=2, batch_wait_s=1.0) as deployment:
+        answers = [None, None]
+        joined = threading.Barrier(2)
+
+        def ask(index):
+            answers[index] = deployment.infer(torch.zeros(1, 4) + index)
+            joined.wait()
+            if index == 0:
+                answers[0].outputs["prior"].add_(100.0)
+            joined.wait()
+
+        threads = [threading.Thread(target=ask, args=(index,)) for index in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert deployment.batcher.batches == 1 and deployment.batcher.requests == 2  # they were joined
+        assert answers[1].outputs["prior"].tolist() == [0.0, 1.0, 2.0]

@@ -190,7 +190,8 @@ class EmulatedBackend(Backend):
         """As the target of `torchport run`: each dtype the profile computes in a narrower one
         (float64 on Neuron) is reported the first time the program computes in it, and each op the
         profile says the target lacks (aten::nonzero on Neuron, a fused optimizer's kernel where it
-        has none) the first time the program runs it, with the application's line that reached it."""
+        has none) the first time the program runs it, with the application's line that reached it;
+        under --strict, one the application's own line calls is refused there."""
         from torchport.emulated.state import state as device_state
         from torchport.retarget import state as retarget_state
 
@@ -200,9 +201,10 @@ class EmulatedBackend(Backend):
             retarget = retarget_state.current()
             if retarget is not None:
                 wide_name, narrow_name = str(wide).replace("torch.", ""), str(narrow).replace("torch.", "")
-                retarget.decide(f"{wide_name} on {name}", f"computed in {narrow_name} (first by {op}), as the "
-                                                          f"profile says the target does: the tensors keep dtype "
-                                                          f"{wide_name} with {narrow_name}'s precision",
+                retarget.decide(f"{wide_name} on {name}", f"computed in {narrow_name} (first by {op}, reached "
+                                                          f"{_reached_from(retarget)}), as the profile says the "
+                                                          f"target does: the tensors keep dtype {wide_name} with "
+                                                          f"{narrow_name}'s precision",
                                 kind="adapted")
 
         def lacks(op: str, rule) -> None:
@@ -217,28 +219,55 @@ class EmulatedBackend(Backend):
         device_state.on_first_downcast = report
         device_state.on_first_unsupported = lacks
         device_state.unsupported_noted = set()
+        retarget = retarget_state.current()
+        device_state.refuse_unsupported = (lambda: _called_by_application(retarget)) \
+            if retarget is not None and retarget.strict else None
         return super().on_activate()
+
+
+#: torch's dispatch machinery between a call and the emulator's kernels: not a library that called the op.
+_DISPATCH_FILES = tuple(os.sep + os.path.join("torch", name) for name in ("_ops.py", "library.py", "_library"))
+
+
+def _caller_frames():
+    """The frames below the emulator's and torch's dispatch machinery, innermost first."""
+    import sys
+
+    from torchport.retarget.state import TORCHPORT_ROOT
+
+    frame = sys._getframe(3)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(TORCHPORT_ROOT) and _DISPATCH_FILES[0] not in filename \
+                and not any(part in filename for part in _DISPATCH_FILES[1:]):
+            yield frame
+        frame = frame.f_back
+
+
+def _called_by_application(retarget) -> bool:
+    """Whether the op being run was called by the application's own line (`torch.nonzero(x)` there),
+    not reached inside a library or torch's own code (torch printing a tensor)."""
+    frame = next(_caller_frames(), None)
+    return frame is not None and retarget.in_scope(frame.f_code.co_filename)
 
 
 def _reached_from(retarget) -> str:
     """Where the op being run was reached: the application's innermost line on the stack, and the
     library in between when the application did not call the op itself (torch printing a tensor
     runs masked_select)."""
-    import sys
-
-    from torchport.retarget.state import TORCHPORT_ROOT
-
-    frame, through = sys._getframe(2), None
-    while frame is not None:
+    through = None
+    for frame in _caller_frames():
         filename = frame.f_code.co_filename
-        if not filename.startswith(TORCHPORT_ROOT):
-            if retarget.in_scope(filename):
-                via = f" (through {through})" if through else ""
-                return f"at {os.path.relpath(filename) if not filename.startswith('<') else filename}:{frame.f_lineno}{via}"
-            if through is None:
-                parts = filename.replace(os.sep, "/").split("/")
-                through = "/".join(parts[-2:]) if "site-packages" not in parts[-2:] else parts[-1]
-        frame = frame.f_back
+        if retarget.in_scope(filename):
+            via = f" (through {through})" if through else ""
+            try:
+                shown = filename if filename.startswith("<") else os.path.relpath(filename)
+            except ValueError:  # another drive
+                shown = filename
+            return f"at {shown}:{frame.f_lineno}{via}"
+        if through is None:
+            parts = filename.replace(os.sep, "/").split("/")
+            through = "/".join(parts[-2:]) if "site-packages" not in parts[-2:] else parts[-1]
     return f"outside the application's code{f' (in {through})' if through else ''}"
 
 

@@ -104,10 +104,18 @@ def op_info(op) -> _OpInfo:
 
 
 def _mixing_error(info: _OpInfo, host: torch.Tensor) -> EmulatedDeviceError:
+    if torch.get_default_device().type == DEVICE_TYPE:
+        # factories land on the device: the host tensor most likely comes from a legacy constructor,
+        # which ignores the default device (a GPU's default tensor type makes CUDA ones)
+        fix = (f"The default device is {DEVICE_TYPE}, which torch's legacy constructors (torch.Tensor(data), "
+               "torch.FloatTensor(data)) ignore, where set_default_tensor_type(torch.cuda.FloatTensor) on a GPU "
+               "makes them CUDA tensors (a known gap): build it with torch.tensor(data), or move it with "
+               ".to(device).")
+    else:
+        fix = "Move it with .to(device) first, as the real accelerator requires."
     return EmulatedDeviceError(
         f"Expected all tensors to be on the same device, but found at least two devices, {DEVICE_TYPE}:0 and cpu! "
-        f"({info.name} got a CPU tensor of shape {tuple(host.shape)}.) Move it with .to(device) first, "
-        "as the real accelerator requires."
+        f"({info.name} got a CPU tensor of shape {tuple(host.shape)}.) {fix}"
     )
 
 
@@ -321,12 +329,13 @@ def _follow_resize(original, host) -> None:
 
 def account(info: _OpInfo, host_args, host_kwargs) -> None:
     """Report one op call to the census; outside one, an op the profile says the target lacks is
-    refused under strict mode, and otherwise runs here and is named once (`on_first_unsupported`)."""
+    refused under strict mode (or where `refuse_unsupported` says so), and otherwise runs here and is
+    named once (`on_first_unsupported`)."""
     recorder = state.recorder
     if recorder is not None:
         recorder.record_op(info, host_args, host_kwargs)
     elif info.rule_status == "unsupported":
-        if state.strict:
+        if state.strict or (state.refuse_unsupported is not None and state.refuse_unsupported()):
             raise unsupported_error(info)
         if info.name not in state.unsupported_noted and state.on_first_unsupported is not None:
             state.unsupported_noted.add(info.name)

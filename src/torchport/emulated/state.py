@@ -39,6 +39,9 @@ class State:
         #: Called with (op name, its rule) the first time the program runs an op the profile marks
         #: unsupported, outside a census (the run summary names it).
         self.on_first_unsupported = None
+        #: Called (no arguments) when the program runs an op the profile marks unsupported outside a
+        #: census: True refuses it there (`torchport run --strict`, where the application calls it).
+        self.refuse_unsupported = None
         self.unsupported_noted: set[str] = set()
         self.downcasts_noted: set = set()
         self.downcast = True

@@ -158,8 +158,8 @@ class _FollowModel:
         retarget.decide("cuda autocast float16 around a float16 model",
                         f"autocast float16 on {retarget.backend.name}: the application holds a model in float16 "
                         f"itself (its {type(module).__name__} has float16 parameters), so the region stays as "
-                        "written from there (torch.compile'd code cannot ask: a compiled call that ran before "
-                        f"this ran in {str(region.lowered).removeprefix('torch.')}, and gave such results)")
+                        "written from there (torch.compile'd code cannot ask: a compiled call of such a model "
+                        f"before this, if any, ran in {str(region.lowered).removeprefix('torch.')})")
         return None
 
 

@@ -16,6 +16,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 
 import torch
 
@@ -524,7 +525,23 @@ _CARRIED_MARK = b"torchprt"
 _CARRIED_HEADER = _CUDA_STATE_BYTES + len(_CARRIED_MARK) + 8
 
 
-def _cuda_shaped(state):
+#: The generators the application made for CUDA (`torch.Generator(device="cuda")`): their states read
+#: as a CUDA generator's (`generator_get_state`).
+CUDA_GENERATORS: weakref.WeakSet = weakref.WeakSet()
+
+
+def generator_get_state(generator):
+    """`generator.get_state()` in the application: for a generator it made for CUDA, or one of
+    `torch.cuda.default_generators` where they are not the host's, the 16-byte state a CUDA generator
+    gives (`_cuda_shaped`, the target's own state carried behind it), so a checkpoint holding it
+    restores on a GPU machine and here; anything else's own state."""
+    state = generator.get_state()
+    if generator in CUDA_GENERATORS or (_rt().accelerator and any(generator is own for own in _default_generators())):
+        return _cuda_shaped(state, int(generator.initial_seed()))
+    return state
+
+
+def _cuda_shaped(state, seed: int | None = None):
     """The target generator's `state` as the application's CUDA generator state: 16 bytes, as CUDA's
     (`torch.cuda.set_rng_state` on a GPU machine takes nothing else, so a checkpoint holding it loads
     there with the original code: the way back), holding the target's seed and, as the offset, a
@@ -541,7 +558,7 @@ def _cuda_shaped(state):
         return state
     own = state.detach().cpu().contiguous().reshape(-1)
     offset = 4 * zlib.crc32(own.numpy().tobytes())
-    seed = _initial_seed(_rt())
+    seed = _initial_seed(_rt()) if seed is None else seed
     packed = torch.empty(_CARRIED_HEADER + own.numel(), dtype=torch.uint8)
     packed[:_CUDA_STATE_BYTES].view(torch.int64).copy_(torch.tensor([seed - 2**64 if seed >= 2**63 else seed, offset]))
     packed[_CUDA_STATE_BYTES:_CARRIED_HEADER - 8].copy_(torch.frombuffer(bytearray(_CARRIED_MARK), dtype=torch.uint8))

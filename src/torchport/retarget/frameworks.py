@@ -258,9 +258,9 @@ def steered_arguments_class(cls: type, site: int) -> type:
                  if not (name in defaults and type(value) in (bool, type(None)) and value is defaults[name])}
         defaulted = {name: value for name, value in kwargs.items() if name not in given}
         if any(name in given for name in _TRAINING_ARGUMENTS_STEERED):
-            training_arguments_keywords(given, site, cls)
+            training_arguments_keywords(given, site, cls, every_field=True)
         else:  # transformers' default optimizer, given by the parser like every field
-            _steer_fused_optimizer(given, site, cls)
+            _steer_fused_optimizer(given, site, cls, every_field=True)
         instance = cls.__new__(cls)
         cls.__init__(instance, *args, **{**defaulted, **given})
         return instance  # not of the steered class: Python does not run __init__ again
@@ -351,7 +351,7 @@ def _is_training_arguments(function) -> bool:
 _TRAINING_ARGUMENTS_STEERED = ("fp16", "bf16", "tf32", "torch_compile")
 
 
-def training_arguments_keywords(kwargs: dict, site: int, cls: type | None = None) -> None:
+def training_arguments_keywords(kwargs: dict, site: int, cls: type | None = None, every_field: bool = False) -> None:
     """`TrainingArguments(fp16=True)` / `(bf16=True)` written for CUDA, under the precision policy.
 
     fp16 becomes what `--precision` makes of CUDA's fp16 autocast (bf16 where the target prefers it
@@ -361,14 +361,15 @@ def training_arguments_keywords(kwargs: dict, site: int, cls: type | None = None
     an emulated target fp16 is kept. `tf32=True` (transformers refuses it off an Ampere GPU) is
     NVIDIA's matmul mode, a no-op elsewhere as the application's own TF32 flags are;
     `torch_compile=True` compiles with the target's compiler, as the application's torch.compile does.
-    `cls` is the TrainingArguments class called (transformers' when not known), whose defaults count.
+    `cls` is the TrainingArguments class called (transformers' when not known), whose defaults count;
+    `every_field`: the keywords are every field, as transformers' parser gives them.
     """
     import torch
 
     from torchport.retarget import amp, runtime, state
 
     _steer_tf32_and_compile(kwargs, site)
-    _steer_fused_optimizer(kwargs, site, cls)
+    _steer_fused_optimizer(kwargs, site, cls, every_field)
     retarget = state.current()
     requested = "bf16" if kwargs.get("bf16") else "fp16" if kwargs.get("fp16") else None
     if requested is not None:
@@ -411,11 +412,12 @@ def training_arguments_keywords(kwargs: dict, site: int, cls: type | None = None
 _FUSED_ADAMW, _ADAMW = "adamw_torch_fused", "adamw_torch"
 
 
-def _steer_fused_optimizer(kwargs: dict, site: int, cls: type | None = None) -> None:
+def _steer_fused_optimizer(kwargs: dict, site: int, cls: type | None = None, every_field: bool = False) -> None:
     """`optim="adamw_torch_fused"` (transformers' default from torch 2.8 on) on a target without fused
     optimizer kernels: `optim="adamw_torch"`, as the application's own `fused=True` is turned off.
     Left out, `optim` is the default of the class called (`cls`: an application's subclass may have its
-    own)."""
+    own); `every_field`: the keywords hold every field (transformers' parser), so a value equal to the
+    default is not taken as written."""
     from torchport.retarget import runtime, state
 
     retarget = state.current()
@@ -428,7 +430,7 @@ def _steer_fused_optimizer(kwargs: dict, site: int, cls: type | None = None) -> 
     requested = kwargs.get("optim", default)
     if str(getattr(requested, "value", requested)) != _FUSED_ADAMW:
         return
-    given = "optim" in kwargs and str(getattr(default, "value", default)) != _FUSED_ADAMW
+    given = "optim" in kwargs and not (every_field and str(getattr(default, "value", default)) == _FUSED_ADAMW)
     kwargs["optim"] = _ADAMW
     runtime.HITS[site] += 1
     written = f"optim={_FUSED_ADAMW!r}" if given else f"optim left at its default ({_FUSED_ADAMW!r})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import os
 import types
 
 import torch
@@ -83,13 +84,17 @@ def _construct_device(*args, **kwargs):
 def _construct_generator(device="cpu"):
     mapped = runtime.map_device(device)
     retarget = state.current()
+    generator = None
     if _real_device(mapped).type == retarget.type:
         hosted = retarget.backend.generator_device(mapped)
         if _real_device(hosted) != _real_device(mapped):
             generator = _HostedGenerator(hosted)
             generator._torchport_device = _real_device(mapped)
-            return generator
-    return _real_generator(mapped)
+    if generator is None:
+        generator = _real_generator(mapped)
+    if runtime.names_cuda_device(device):  # its state reads as a CUDA generator's (16 bytes)
+        cuda_api.CUDA_GENERATORS.add(generator)
+    return generator
 
 
 class _HostedGenerator(_real_generator):
@@ -218,18 +223,22 @@ def _jit_load(f, map_location=None, _extra_files=None, _restore_shapes=False):
     if map_location is not None:
         module = torch.jit.load(f, runtime.map_device(map_location), _extra_files, _restore_shapes)
     else:
-        start = f.tell() if hasattr(f, "seek") else None
+        start = None
+        try:  # a path, or a file object read again from here if it can be (a pipe cannot)
+            if getattr(f, "seekable", lambda: False)():
+                start = f.tell()
+        except (OSError, ValueError):
+            start = None
         try:
             module = torch.jit.load(f, None, _extra_files, _restore_shapes)
         except (RuntimeError, NotImplementedError) as error:
             if "'CUDA' backend" not in str(error) and "CUDA" not in str(error).split("\n", 1)[0]:
                 raise
+            if not isinstance(f, (str, os.PathLike)) and start is None:
+                raise  # read once already: it cannot be read again on the target
             if start is not None:
                 f.seek(start)
-            try:
-                module = torch.jit.load(f, retarget.device(None), _extra_files, _restore_shapes)
-            except Exception:
-                raise error from None
+            module = torch.jit.load(f, retarget.device(None), _extra_files, _restore_shapes)
             retarget.redirected("torch.jit.load of an archive saved on CUDA")
     if torchscript.map_loaded(module, retarget):  # devices a GPU trace recorded as constants
         retarget.redirected("torch.jit.load of an archive with CUDA device constants")

@@ -228,6 +228,6 @@ class Recorder:
         world_size = os.environ.get("WORLD_SIZE", "1")
         if world_size.isdigit() and int(world_size) > 1:
             # a rank may reach what rank 0 does not (its own data, its own branch): said, not hidden
-            text += (f"\n  rank 0 of {world_size}: the other ranks print no summary; what each recorded is in "
-                     "its own report (--report FILE writes FILE.rankN.json)")
+            text += (f"\n  rank 0 of {world_size}: the other ranks print no summary; what each recorded goes to "
+                     "its own report with --report FILE (FILE.rankN.json)")
         print(text, file=stream or sys.stderr)

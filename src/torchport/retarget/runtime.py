@@ -430,8 +430,7 @@ def numpy(site: int, obj, *args, **kwargs):
     float16: logits for a metric) becomes the float16 array the program gets on a GPU machine, and
     the report says so once; anything else is its own `numpy()` (a bfloat16 tensor the application
     made while no region was lowered raises as there)."""
-    if _rt.fp16_ran_as_bf16 and obj.__class__ is not type and isinstance(obj, _Tensor) and obj.dtype is _bfloat16:
-        _hit(site)
+    if _rt is not None and _rt.fp16_ran_as_bf16 and isinstance(obj, _Tensor) and obj.dtype is _bfloat16:
         _rt.decide("x.numpy() of bfloat16 results", "float16 arrays, as the float16 the application's autocast "
                                                    "asked for gives on CUDA (NumPy has no bfloat16; the precision "
                                                    "policy ran the region in bfloat16)", kind="adapted")
@@ -596,6 +595,14 @@ def generator_set_state(site: int, obj, *args, **kwargs):
         _hit(site)
         return cuda_api.generator_set_state(obj, args[0])
     return obj.set_state(*args, **kwargs)
+
+
+def generator_get_state(site: int, obj, *args, **kwargs):
+    """`g.get_state()`: for a generator standing for CUDA's, the 16-byte state a CUDA generator gives
+    (`cuda_api.generator_get_state`); anything else's own `get_state`."""
+    if _rt is not None and isinstance(obj, torch.Generator) and not args and not kwargs:
+        return cuda_api.generator_get_state(obj)
+    return obj.get_state(*args, **kwargs)
 
 
 def tensor_type(site: int, obj, *args, **kwargs):

@@ -158,6 +158,9 @@ def map_loaded(module, retarget: state.Retarget) -> int:
             continue
         for name in compiled._method_names():
             graph = compiled._get_method(name).graph
+            # the scripted functions it calls (a helper making positions on 'cuda') are inlined into
+            # it, as TorchScript's own optimizing passes do, so their devices are mapped too
+            torch._C._jit_pass_inline(graph)
             count = _map_block(graph, graph, retarget)
             if count:
                 torch._C._jit_pass_constant_pooling(graph)

@@ -57,6 +57,7 @@ REWRITTEN_METHODS = {
     "get_device": "get_device",
     "compile": "module_compile",
     "set_state": "generator_set_state",
+    "get_state": "generator_get_state",
     "numpy": "numpy",
 }
 #: methods read without being called (`map(torch.Tensor.cuda, batch)`, `partial(torch.Tensor.to,

@@ -160,6 +160,8 @@ class MicroBatcher:
             return answer
 
         def part(path: str, tensor):
-            return tensor[start:stop] if path in self.batched else tensor
+            # an output given whole (a prior, a constant, maybe the model's own buffer) is each
+            # request's own copy: one caller editing it in place must not change its batch-mates' answers
+            return tensor[start:stop] if path in self.batched else tensor.clone()
 
         return dataclasses.replace(answer, outputs=map_tensors_with_paths(part, answer.outputs))

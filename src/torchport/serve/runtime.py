@@ -24,13 +24,14 @@ using autograd in `forward` works and its outputs are ordinary tensors a postpro
 model whose integer parameters or buffers the primary's profile would narrow (int64 ids beyond its
 int32) is not moved there, and a primary whose answer to the example differs from the fallback's
 in integer outputs it narrows past their range starts out of service, its probes asking the example
-again: neither answers wrongly in silence. The factory's postprocess gets its own copy of the
-outputs. Failovers (rate-limited) and the drift alarm's rising and clearing are logged with their
-reasons.
+again: neither answers wrongly in silence. The factory's postprocess gets its own copy of what
+something else reads (`_given`). Failovers (rate-limited per cause) and the drift alarm's rising
+and clearing are logged with their reasons.
 
 The path of a healthy request is kept short, since the runtime's cost is paid on every call: one
-fused finiteness check with one host sync, no copies for a host replica, the metrics' labelled
-children looked up once, and the in-flight and abandoned gauges read at scrape time.
+fused finiteness check with one host sync, no copies for a host replica but the one a factory's
+own postprocess is given, the metrics' labelled children looked up once, and the in-flight and
+abandoned gauges read at scrape time.
 """
 
 from __future__ import annotations
@@ -944,6 +945,8 @@ class Deployment:
                 # example again until it answers them as the fallback does (a primary that failed or
                 # hung here included)
                 self._example_reference = self._narrowed_outputs(reference)
+                if self._narrowed and self._example_reference is None:  # they fit: checked here only
+                    self._note_narrowed_outputs(reference)
             if source == FALLBACK and results.get(PRIMARY) == "ok":
                 violation = self.contract.differs(signatures[PRIMARY], reference)
                 difference = self._example_differs(signatures[PRIMARY])
@@ -953,8 +956,6 @@ class Deployment:
                     results[PRIMARY] = difference
                 else:  # it computes them as the fallback does (a primary with native int64)
                     self._example_reference = None
-            if source == FALLBACK and self._narrowed:
-                self._note_narrowed_outputs(reference)
         if results.get(PRIMARY, "ok") != "ok":
             if not self.primary_load_error:  # a model not moved there is logged where the move failed
                 _log.warning("the primary %r failed the example at start: %s", self.primary.name, results[PRIMARY])
@@ -979,8 +980,10 @@ class Deployment:
         answered wrapped, which only shadow mode compares."""
         from torchport.compare.tree import flatten_tensors
 
-        paths = [path or "outputs" for path, tensor in flatten_tensors(reference) if tensor.dtype in self._narrowed]
-        if paths and self._example_reference is None:
+        # class indices (an argmax) cannot reach the narrower range; ids and counts can
+        paths = [path or "outputs" for path, tensor in flatten_tensors(reference)
+                 if tensor.dtype in self._narrowed and tensor.numel() and int(tensor.abs().max()) > 65535]
+        if paths:
             dtypes = sorted({str(dtype).removeprefix("torch.") for dtype in self._narrowed})
             _log.warning("the model answers %s (%s) and the primary %r computes %s in a narrower type: the example's "
                          "values fit it, but a live answer computed past it would be answered wrapped, without a "
@@ -1324,8 +1327,15 @@ class Deployment:
                 answer = self.batcher(inputs)
             else:
                 answer = self._route_and_run(inputs, postprocess, window)
+            # picked before the postprocess, which then gets copies of the tensors the comparison reads
+            shadowed = self._shadow_pick.pick()
             if postprocess:
-                self._postprocess(answer, inputs)
+                try:
+                    self._postprocess(answer, inputs, shadowed)
+                except ServeError:
+                    if shadowed:  # the comparison the pick promised is not made: counted, not dropped
+                        self.metrics.shadow_skipped("failed")
+                    raise
         except ServeError as error:
             self.metrics.rejected(error.kind)
             raise
@@ -1342,57 +1352,60 @@ class Deployment:
         if answer.fallback_failed:
             self.metrics.fallback_failed()
         self.metrics.answered(answer.role, answer.device, "failover" if answer.failover else "ok", answer.latency_s)
-        if self._shadow_pick.pick():
+        if shadowed:
             self._start_shadow(inputs, answer)
         return answer
 
-    def _postprocess(self, answer: Answer, inputs: Any) -> None:
+    def _postprocess(self, answer: Answer, inputs: Any, shadowed: bool = False) -> None:
         """Set `answer.body` and `answer.content`, its JSON. When the factory's postprocess raises on
         the primary's outputs, or gives a body that is not JSON (an `-inf` from `log` of a probability
         the primary's precision rounded to 0), the request fails over ('bad_output') and the
         fallback's outputs are postprocessed instead; when the fallback's fail too, the postprocess
-        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary."""
+        itself is at fault (PostprocessFailed or UnserializableOutput, 500), not the primary.
+        `shadowed`: a shadow comparison reads `answer.outputs` after it."""
         if answer.role != PRIMARY:
-            answer.body, answer.content = self._rendered(self._postprocessed(self._given(answer.outputs),
-                                                                             answer.device))
+            given = self._given(answer.outputs, self.fallback, shadowed)
+            answer.body, answer.content = self._rendered(self._postprocessed(given, answer.device))
             return
-        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs)
+        answer.body, answer.content, rejected = self._judge_postprocess(answer.outputs, inputs, shadowed)
         if rejected is not None:
             failure, outputs = rejected
             self._primary_failed(failure)
             answer.outputs, answer.role, answer.device = outputs, FALLBACK, self.fallback.name
             answer.failover = "bad_output"
 
-    def _given(self, outputs: Any) -> Any:
-        """What the factory's own postprocess is called with: a copy of `outputs` (containers and
-        tensors), so that a postprocess editing its argument (popping a key, `sigmoid_` in place) leaves
-        the model's outputs as the model returned them: for the shadow comparison, for
-        `Answer.outputs`, for the batch-mates an output given whole is shared with, and for the model's
-        own state, which a host replica's outputs may be (a buffer returned as is). The default
-        postprocess only reads."""
+    def _given(self, outputs: Any, replica: Replica, shadowed: bool) -> Any:
+        """What the factory's own postprocess is called with, so that one editing its argument leaves
+        the model's outputs as the model returned them: new containers always (a popped key stays in
+        `Answer.outputs`), and copies of the tensors where something else reads them: a shadow
+        comparison (`shadowed`), or the model itself, whose own tensors a host replica's outputs may
+        be (a buffer returned as is). A device replica's tensors are already the request's own copies
+        on the host. The default postprocess only reads."""
         if self.spec.postprocess is default_postprocess:
             return outputs
         import torch
 
         from torchport.compare.tree import map_tensors
 
-        return map_tensors(torch.Tensor.clone, outputs)
+        copy = shadowed or replica.device is None or replica.device.type == "cpu"
+        return map_tensors(torch.Tensor.clone if copy else (lambda tensor: tensor), outputs)
 
-    def _judge_postprocess(self, outputs: Any, inputs: Any) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
+    def _judge_postprocess(self, outputs: Any, inputs: Any,
+                           shadowed: bool = False) -> tuple[Any, bytes, tuple[_DeviceFailure, Any] | None]:
         """The postprocess on the primary's `outputs`, judged as for a live request: (body, JSON, None)
         when it takes them and gives JSON; (the fallback's body and JSON, (bad_output failure, the
         fallback's outputs)) when not but the fallback's do; PostprocessFailed or UnserializableOutput
         when the fallback's fail too (the postprocess, not the primary, is at fault: the breaker is not
         charged)."""
         try:
-            return (*self._rendered(self.spec.postprocess(self._given(outputs))), None)
+            return (*self._rendered(self.spec.postprocess(self._given(outputs, self.primary, shadowed))), None)
         except UnserializableOutput as error:
             failure = _DeviceFailure("bad_output", f"its postprocessed answer is not JSON ({error.reason})")
         except (Exception, SystemExit) as error:
             failure = _DeviceFailure("bad_output", f"postprocess raised {type(error).__name__}: {error} on its outputs")
         fallback_outputs = self._fallback_only(inputs)
         try:
-            body = self.spec.postprocess(self._given(fallback_outputs))
+            body = self.spec.postprocess(self._given(fallback_outputs, self.fallback, shadowed))
         except (Exception, SystemExit) as error:
             raise PostprocessFailed(f"The factory's postprocess raised {type(error).__name__}: {error} on the outputs "
                                     "of both devices. Fix the postprocess; the outputs were computed.") from error

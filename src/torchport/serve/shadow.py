@@ -11,6 +11,7 @@ clears, so that the reason reaches the log and /readyz.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -148,7 +149,7 @@ class ShadowMonitor:
                 try:
                     self._on_alarm(alarm, result)
                 except Exception:
-                    pass
+                    logging.getLogger("torchport.serve").debug("the drift alarm's listener failed", exc_info=True)
         return result
 
     @property
