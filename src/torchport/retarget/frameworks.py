@@ -15,8 +15,11 @@ was steered (decisions of kind `device`) or why a library cannot use the target.
   `kernels` package, which refuses device types it does not know) are off: `USE_HUB_KERNELS=NO`.
   `Accelerator(mixed_precision="fp16")` (or the `ACCELERATE_MIXED_PRECISION` that `accelerate launch
   --mixed_precision fp16` sets) follows the precision policy where the application calls it
-  (`accelerator_keywords`): what `--precision` makes of CUDA's fp16 autocast, with Accelerate's
-  GradScaler off where the target has no GradScaler kernels.
+  (`accelerator_keywords`): what `--precision` makes of CUDA's fp16 autocast; where the target has
+  no GradScaler kernels, the Accelerator built (the application's, or a transformers Trainer's:
+  `framework_built`) gets the GradScaler the application's own gets there, scaling in plain tensor
+  ops. transformers' fused AdamW (`optim`, its default) is unfused where the target has no fused
+  optimizer kernels.
 - Lightning: `PL_TRAINER_ACCELERATOR` (Lightning's documented environment default for the
   `Trainer(accelerator=...)` argument) is the target's Lightning name, so `Trainer()` with the default
   `accelerator="auto"` runs there; an explicit `accelerator="gpu"` / `"cuda"` written in the application
@@ -40,8 +43,8 @@ from __future__ import annotations
 import os
 
 from torchport.backends.base import package_installed
-__all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "framework_built", "lightning_keywords",
-           "training_arguments_keywords", "accelerator_keywords"]
+__all__ = ["steer", "framework_names", "framework_keywords", "framework_defaults", "framework_built",
+           "lightning_keywords", "training_arguments_keywords", "accelerator_keywords"]
 
 _TRUE = ("1", "true", "yes", "on")
 #: accelerator names that mean the GPU on a GPU machine ("auto" picks it there).
