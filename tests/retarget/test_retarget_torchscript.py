@@ -183,6 +183,7 @@ def _gpu_archive(path, host_path):
     assert b"cuda:0" in open(path, "rb").read()
     # scripted (never run here): a helper function making positions on 'cuda', called from forward
     torch.jit.script(_ScriptedPositions()).save(str(path.parent / "scripted.pt"))
+    torch.jit.script(_ScriptedDoubling()).save(str(path.parent / "host_calls.pt"))
     with torch.no_grad():
         return model(torch.ones(2, 4)).sum().item()
 
@@ -197,6 +198,16 @@ class _ScriptedPositions(torch.nn.Module):
         return x + _positions(x.shape[-1])
 
 
+@torch.jit.script
+def _double(x):
+    return x * 2
+
+
+class _ScriptedDoubling(torch.nn.Module):
+    def forward(self, x):
+        return _double(x)
+
+
 JIT_LOAD = """
 import io, torch
 gpu = torch.jit.load("gpu.pt")  # "save on GPU, load on GPU": no map_location
@@ -208,6 +219,8 @@ host = torch.jit.load("host.pt")  # saved on the host: loads there, as on a GPU 
 print("host_device=" + next(host.parameters()).device.type)
 scripted = torch.jit.load("scripted.pt")  # its helper function makes positions on 'cuda'
 print("scripted=" + str(scripted(torch.zeros(3).cuda()).tolist()))
+host_calls = torch.jit.load("host_calls.pt")  # nothing of CUDA's in it: its graph stays as saved
+print("host_calls=" + str("prim::CallFunction" in str(host_calls.graph)))
 import os, threading
 read, write = os.pipe()  # a stream that cannot seek (a pipe, a socket): read once, as torch reads it
 data = open("host.pt", "rb").read()
@@ -225,4 +238,5 @@ def test_an_archive_saved_on_a_gpu_loads_on_the_target_without_map_location(prog
     result = program(JIT_LOAD, "--device", device)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.values() == {"gpu_on_cuda": "True", "output": repr(expected), "buffer_on_cuda": "True",
-                               "host_device": "cpu", "scripted": "[0.0, 1.0, 2.0]", "piped": "cpu"}
+                               "host_device": "cpu", "scripted": "[0.0, 1.0, 2.0]", "piped": "cpu",
+                               "host_calls": "True"}

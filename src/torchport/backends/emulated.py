@@ -238,8 +238,7 @@ def _caller_frames():
     frame = sys._getframe(3)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(TORCHPORT_ROOT) and _DISPATCH_FILES[0] not in filename \
-                and not any(part in filename for part in _DISPATCH_FILES[1:]):
+        if not filename.startswith(TORCHPORT_ROOT) and not any(part in filename for part in _DISPATCH_FILES):
             yield frame
         frame = frame.f_back
 

@@ -158,6 +158,10 @@ def map_loaded(module, retarget: state.Retarget) -> int:
             continue
         for name in compiled._method_names():
             graph = compiled._get_method(name).graph
+            inlined = graph.copy()
+            torch._C._jit_pass_inline(inlined)
+            if "cuda" not in str(inlined):  # nothing of CUDA's in it or in what it calls: left as loaded
+                continue
             # the scripted functions it calls (a helper making positions on 'cuda') are inlined into
             # it, as TorchScript's own optimizing passes do, so their devices are mapped too
             torch._C._jit_pass_inline(graph)

@@ -299,20 +299,12 @@ def state_out_of_range(model, narrowed: dict, device: str) -> str | None:
     that reads the tensor would be wrong, silently."""
     if not narrowed:
         return None
-    import itertools
-
-    for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
-        found = out_of_range(tensor, narrowed, f"{'parameter' if isinstance(tensor, _parameter_type()) else 'buffer'} "
-                                               f"{name!r}", device)
-        if found is not None:
-            return found
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, tensor in named:
+            found = out_of_range(tensor, narrowed, f"{kind} {name!r}", device)
+            if found is not None:
+                return found
     return None
-
-
-def _parameter_type():
-    import torch
-
-    return torch.nn.Parameter
 
 
 def _factory_function(factory: Any) -> tuple[Callable[[], Any], str]:
