@@ -122,3 +122,14 @@ def test_threshold_selection_and_overrides():
         merge_thresholds({"float32": {"ulp": 1}})
     with pytest.raises(UsageError, match="not DTYPE.LIMIT=NUMBER"):
         parse_threshold_overrides(["float32.max_abs=small"])
+
+
+def test_a_reason_shows_the_error_and_its_limit_apart():
+    # an error just over its limit read "max abs error 0.00129 > 0.00129" in a drift alarm
+    limits = DEFAULT_THRESHOLDS["float64"]
+    reference = torch.tensor([0.25, 0.5], dtype=torch.float64)
+    actual = reference + torch.tensor([limits.max_abs * 1.001, 0.0], dtype=torch.float64)
+    (reason,) = [reason for reason in judge(tensor_metrics(actual, reference), limits)
+                 if reason.startswith("max abs error")]
+    shown, limit = reason.removeprefix("max abs error ").split(" > ")
+    assert shown != limit and float(shown) > float(limit)

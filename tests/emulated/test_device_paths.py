@@ -324,3 +324,21 @@ def test_distributed_checkpoint_saves_and_loads_device_tensors(target, tmp_path)
         dcp.load(restored, checkpoint_id=str(tmp_path))
     assert restored["weight"].device.type == DEVICE
     assert restored["weight"].cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and restored["step"].item() == 7
+
+
+def test_numbers_an_op_computes_with_are_narrowed_as_the_tensors_are(target):
+    # pytorch-metric-learning's miners mark "no value" with finfo(dtype).max and compare with the same
+    # constant: on a target computing float64 as float32 both sides are float32's rounding (inf), so
+    # only the row holding a real value differs. The tensor narrowed and the constant not made every
+    # row differ; an int64 constant beyond int32 wraps as the tensor's values did
+    target("neuron")
+    sentinel = torch.finfo(torch.float64).max
+    mask = torch.ones(4, 4, dtype=torch.float64, device=DEVICE) * sentinel
+    mask[0, 1] = 1
+    assert torch.any(mask != sentinel, dim=1).tolist() == [True, False, False, False]
+    assert (mask.clamp(max=sentinel) == mask).all()  # an optional Scalar argument
+    big = torch.full((2,), 2**40, dtype=torch.int64, device=DEVICE)
+    assert (big == 2**40).tolist() == [True, True]
+    assert torch.add(big, big, alpha=2**40).tolist() == (big + big * 2**40).tolist()  # a keyword Scalar
+    # a float number with int64 tensors computes in the default float dtype: kept as given
+    assert (torch.arange(3, device=DEVICE) * 0.1).cpu().tolist() == (torch.arange(3) * 0.1).tolist()

@@ -270,12 +270,22 @@ def judge(metrics: TensorMetrics, limits: Thresholds) -> list[str]:
     """The reasons `metrics` fail `limits` (empty when they pass), on top of its own issues."""
     reasons = list(metrics.issues)
     if metrics.cosine is not None and metrics.cosine < limits.cosine_min and not _near_zero(metrics, limits):
-        reasons.append(f"cosine {metrics.cosine:.6f} < {limits.cosine_min}")
+        reasons.append("cosine {} < {}".format(*_apart(metrics.cosine, limits.cosine_min, 6)))
     if metrics.max_abs is not None:
         allowed = limits.max_abs * max(1.0, metrics.reference_max_abs_value or 0.0)
         if metrics.max_abs > allowed:
-            reasons.append(f"max abs error {metrics.max_abs:.3g} > {allowed:.3g}")
+            reasons.append("max abs error {} > {}".format(*_apart(metrics.max_abs, allowed, 3)))
     return reasons
+
+
+def _apart(value: float, limit: float, digits: int) -> tuple[str, str]:
+    """`value` and `limit` written with `digits` significant digits, or as many more as it takes for
+    them to read differently (an error of 0.001291 against a limit of 0.00129 is not "0.00129 > 0.00129")."""
+    for places in range(digits, 18):
+        shown = f"{value:.{places}g}", f"{limit:.{places}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 #: The share of the absolute limit below which values are rounding noise: a pair whose reference and

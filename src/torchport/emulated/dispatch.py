@@ -43,7 +43,7 @@ class _OpInfo:
     """What the fallback needs to know about one op overload."""
 
     __slots__ = ("name", "rule_status", "returns", "scalar_result", "mixing_allowed", "kwarg_tensors", "tensor_positions",
-                 "unreturned_writes")
+                 "unreturned_writes", "scalar_positions", "scalar_names")
 
     def __init__(self, op) -> None:
         schema = op._schema
@@ -89,6 +89,19 @@ class _OpInfo:
         self.tensor_positions = tuple(
             index for index, argument in enumerate(positional) if str(argument.type) == "Tensor"
         )
+        # Numbers the op computes with (`mask != inf`, `add(x, y, alpha=0.1)`), not sizes or dims:
+        # on a target that computes a dtype narrower, they are narrowed with the tensors.
+        self.scalar_positions = tuple(
+            index for index, argument in enumerate(positional) if str(argument.type) in _SCALAR_ARGUMENT_TYPES
+        ) + self.tensor_positions
+        self.scalar_names = frozenset(
+            argument.name for argument in schema.arguments
+            if argument.kwarg_only and str(argument.type) in _SCALAR_ARGUMENT_TYPES
+        )
+
+
+#: Schema types of the numbers an op computes with (a Scalar prints as "number").
+_SCALAR_ARGUMENT_TYPES = {"number", "Optional[number]"}
 
 
 # Ops a real accelerator accepts CPU tensors in (indices are moved for you on CUDA).
@@ -202,6 +215,46 @@ def _wrapped_number(value) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64)
 
 
+def _narrow_numbers(info: _OpInfo, found: list, host_args: list, kwargs: dict) -> None:
+    """Python numbers an op on device tensors computes with, narrowed as the target narrows the
+    dtype they compute in: on a target that computes float64 as float32, `mask != finfo(float64).max`
+    compares with float32's rounding of the constant (inf, as the mask's own values are), and an int64
+    constant beyond int32 wraps as the tensor's values did. The tensors' values are narrowed already."""
+    dtype = found[0].dtype
+    for tensor in found[1:]:
+        dtype = torch.promote_types(dtype, tensor.dtype)
+    for index in info.scalar_positions:
+        if index >= len(host_args):
+            continue
+        value = host_args[index]
+        if isinstance(value, torch.Tensor):
+            # a Python number Python's binding wrapped into a 0-dim host tensor (`mask != inf`)
+            if value.dim() == 0 and value.is_cpu and value.dtype in state.value_downcasts:
+                number = value.item()
+                narrowed = _narrowed_number(number, dtype)
+                if narrowed != number:
+                    host_args[index] = torch.tensor(narrowed, dtype=value.dtype)
+        else:
+            host_args[index] = _narrowed_number(value, dtype)
+    for name in info.scalar_names & kwargs.keys() if kwargs else ():
+        kwargs[name] = _narrowed_number(kwargs[name], dtype)
+
+
+def _narrowed_number(value, tensor_dtype: torch.dtype):
+    """`value` as the target holds it when computed with tensors of `tensor_dtype`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and not (tensor_dtype.is_floating_point or tensor_dtype.is_complex):
+        dtype = torch.get_default_dtype()
+    else:
+        dtype = torch.int64 if tensor_dtype == torch.bool else tensor_dtype
+    narrow = state.value_downcasts.get(dtype)
+    if narrow is None:
+        return value
+    narrowed = torch.tensor(value, dtype=dtype).to(narrow).item()
+    return type(value)(narrowed) if isinstance(value, int) and not narrow.is_floating_point else narrowed
+
+
 def _check_dtype(dtype: torch.dtype, info_name: str) -> None:
     message = state.refused.get(dtype)
     if message is not None:
@@ -280,6 +333,8 @@ def fallback(op, *args, **kwargs):
         _check_host_indexed(args)
     found: list = []
     host_args = [_unwrap(value, info, found) for value in args]
+    if found and state.downcast and state.value_downcasts:
+        _narrow_numbers(info, found, host_args, kwargs)
     numbers = tuple(
         index for index in info.tensor_positions
         if index < len(host_args) and isinstance(host_args[index], (bool, int, float, complex))
