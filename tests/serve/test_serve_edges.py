@@ -398,6 +398,38 @@ def test_an_output_shape_the_fallback_confirms_for_an_example_shaped_input_is_le
         assert 'result="learned"} 1.0' in deployment.metrics.exposition()[0].decode()
 
 
+class OneEntryPerRow(torch.nn.Module):
+    """A detector's answer: one dict per input row, keeping the values above a threshold (how many
+    follows the values); the same on both devices. Counts its calls on the host (the fallback)."""
+
+    def __init__(self):
+        super().__init__()
+        self.host_calls = 0
+
+    def forward(self, inputs):
+        self.host_calls += inputs.device.type == "cpu"
+        return [{"kept": row[row > 0], "scores": row.sigmoid()} for row in inputs]
+
+
+def test_outputs_of_one_entry_per_row_and_lengths_following_the_values_are_learned_once():
+    # every request of another batch size than the example's ran on the fallback too, and a length
+    # that follows the values was learned per length: the accelerator served at the host's speed
+    model = OneEntryPerRow()
+    factory = lambda: {"model": model, "example": torch.tensor([[1.0, -1.0, 1.0, -1.0]] * 2)}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu", timeout_s=5) as deployment:
+        fallback = deployment.fallback.model()
+        started = fallback.host_calls
+        generator = torch.Generator().manual_seed(0)
+        for rows in [1, 3, 1, 3, 2, 1, 3, 2, 1, 1]:
+            inputs = torch.randn(rows, 4, generator=generator)
+            answer = deployment.predict({"inputs": inputs.tolist()})
+            assert (answer.role, answer.failover, len(answer.body["outputs"])) == ("primary", None, rows)
+            assert answer.body["outputs"][0]["kept"] == pytest.approx(inputs[0][inputs[0] > 0].tolist())
+        # a batch of 1 and one of 3 (another structure each), and the kept values' length: a few checks
+        assert fallback.host_calls - started <= 3
+        assert 'result="differed"' not in deployment.metrics.exposition()[0].decode()
+
+
 def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400(caplog):
     def preprocess(payload):
         if payload.get("vocabulary"):
@@ -417,6 +449,22 @@ def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a
         # the server's own fault leaves its traceback in the log
         logged = [record for record in caplog.records if record.name == "torchport.serve" and record.exc_info]
         assert len(logged) == 1 and logged[0].exc_info[0] is FileNotFoundError
+
+
+def test_a_preprocess_placing_the_request_on_a_gpu_this_machine_lacks_is_the_servers_fault(caplog):
+    # written for a GPU host: every request failed as a 400 blaming the client ("Torch not compiled
+    # with CUDA enabled"), nothing logged, while /readyz stayed green
+    def preprocess(payload):
+        return torch.tensor(payload["x"], dtype=torch.float32).to("cuda")
+
+    factory = lambda: {"model": torch.nn.Linear(4, 3), "preprocess": preprocess}  # noqa: E731
+    with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(PreprocessFailed, match=r"places the request's tensors on 'cuda'.*\.to\('cuda'\)") as failed:
+            deployment.predict({"x": [[1.0, 2.0, 3.0, 4.0]]})
+        assert failed.value.status == 500
+        assert 'reason="preprocess_error"} 1.0' in deployment.metrics.exposition()[0].decode()
+    logged = [record for record in caplog.records if record.name == "torchport.serve" and record.exc_info]
+    assert len(logged) == 1 and "'cuda'" in logged[0].getMessage()
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, GeneratorExit])

@@ -223,6 +223,8 @@ def _narrow_numbers(info: _OpInfo, found: list, host_args: list, kwargs: dict) -
     dtype = found[0].dtype
     for tensor in found[1:]:
         dtype = torch.promote_types(dtype, tensor.dtype)
+    if dtype.is_floating_point and dtype not in state.value_downcasts:
+        return  # float32 tensors (the common case): every number computes in a type kept as it is
     for index in info.scalar_positions:
         if index >= len(host_args):
             continue

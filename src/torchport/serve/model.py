@@ -24,7 +24,7 @@ from torchport.serve.errors import InvalidInput
 
 __all__ = ["ModelSpec", "FACTORY_KEYS", "load_factory", "load_weights", "default_preprocess", "json_bytes",
            "default_postprocess", "to_device", "nonfinite_count", "all_finite", "narrowed_integers", "out_of_range",
-           "state_out_of_range",
+           "state_out_of_range", "unusable_device", "placements",
            "MAX_INPUT_ELEMENTS", "REQUEST_DTYPES"]
 
 #: Keys a factory's dict may have.
@@ -351,7 +351,7 @@ def _names(code) -> set[str]:
     return names
 
 
-def _unusable_device(error: BaseException) -> str | None:
+def unusable_device(error: BaseException) -> str | None:
     """The device `error` comes from when this machine cannot use it (a factory written for a GPU host
     calling `.cuda()` where torch has no CUDA): a registered device the message names, or whose
     `torch.<device>` module the traceback passes through, that its backend's probe finds unusable."""
@@ -377,7 +377,7 @@ def _unusable_device(error: BaseException) -> str | None:
     return None
 
 
-def _placements(device: str) -> str:
+def placements(device: str) -> str:
     """How code places a module on `device`: `.cuda()` where nn.Module has such a method, and `.to(...)`."""
     import torch
 
@@ -394,7 +394,7 @@ def load_factory(factory: Any) -> ModelSpec:
     try:
         value = function()
     except Exception as error:
-        device = _unusable_device(error)
+        device = unusable_device(error)
         if device is not None and "deserialize" in str(error):  # torch.load of a checkpoint saved on a GPU
             raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}: it loads a checkpoint saved on "
                              f"{device!r}, which this machine cannot use. Load it on the CPU "
@@ -404,7 +404,7 @@ def load_factory(factory: Any) -> ModelSpec:
             raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}: it places the model (or its "
                              f"example) on {device!r}, which this machine cannot use. Serve moves the model to each "
                              "device itself (--primary and --fallback): return it on the CPU, as the factory builds "
-                             f"it (drop {_placements(device)} from the factory, on its example too).") from error
+                             f"it (drop {placements(device)} from the factory, on its example too).") from error
         raise UsageError(f"Factory {name!r} raised {type(error).__name__}: {error}. "
                          "Fix the function so it returns the model (or a dict with 'model').") from error
     except SystemExit as error:  # a settings helper that exits on a missing variable or argument

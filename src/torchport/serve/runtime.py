@@ -57,7 +57,8 @@ from torchport.serve.handoff import Busy, Deadline, Handoff
 from torchport.serve.metrics import make_metrics
 from torchport.compare.parity import call_model
 from torchport.serve.model import (all_finite, default_postprocess, json_bytes, load_factory, load_weights,
-                                   narrowed_integers, nonfinite_count, out_of_range, state_out_of_range, to_device)
+                                   narrowed_integers, nonfinite_count, out_of_range, placements, state_out_of_range,
+                                   to_device, unusable_device)
 from torchport.serve.shadow import ShadowMonitor, ShadowResult
 
 __all__ = ["Deployment", "Answer", "Replica", "UnfaithfulModel", "failure_cause", "PRIMARY", "FALLBACK", "FAILURE_CAUSES"]
@@ -372,9 +373,11 @@ class OutputContract:
     first dimension where the fallback's followed the batch. Shapes beyond that may follow the input.
 
     The contract is a cheap filter, not the judge: outputs that break it are held against the
-    fallback's answer for the same input (`differs`), and a layout the fallback confirms (an input of
-    another rank, say) is learned for its input layout (`confirm`), so a healthy primary is never
-    failed over for an input the example did not foresee."""
+    fallback's answer for the same input (`differs`), and what the fallback confirms is learned
+    (`confirm`), so a healthy primary is never failed over twice for what the example did not
+    foresee: an output layout for an input layout (an input of another rank, one entry per input row
+    for a batch of another size), and a dimension whose length follows the values (the boxes a
+    detector keeps)."""
 
     def __init__(self, reference: Any, example: Any, batched: frozenset[str], downcasts: Mapping[str, str]):
         self.reference = tuple((path, dtype, rank, path in batched) for path, dtype, rank in _layout(reference))
@@ -382,38 +385,50 @@ class OutputContract:
         self.batched = batched
         self._downcasts = dict(downcasts)
         self._allowed = {(path, dtype): {dtype, downcasts.get(dtype, dtype)} for path, dtype, _, _ in self.reference}
-        self._confirmed: dict[tuple, tuple] = {}
+        #: input layout -> {output layout the fallback confirmed for it: the outputs following the batch
+        #: (None: learned from a batch of one)}
+        self._confirmed: dict[tuple, dict[tuple, frozenset[str] | None]] = {}
+        self._learned = 0
         self._lock = threading.Lock()
         #: Inputs laid out row for row as the example's are answered with the shapes the fallback gave
-        #: it (a primary answering 2 logits where it answers 3 breaks the contract).
+        #: it (a primary answering 2 logits where it answers 3 breaks the contract)...
         self._example_rows = _row_shapes(example) if _batch(example) is not None else None
-        self._reference_rows = _row_shapes(reference, batched)
-        #: Other output shapes the fallback confirmed for inputs shaped as the example's.
-        self._confirmed_rows: set[tuple] = set()
+        self._reference_rows = dict(_row_shapes(reference, batched))
+        #: ...but for the (path, dimension) pairs the fallback answered such an input with another length.
+        self._free: set[tuple[str, int]] = set()
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
         found = self._against_reference(outputs, inputs)
         if found is not None and self._confirmed:
-            learned = self._confirmed.get(_layout(inputs))
-            if learned is not None and learned[0] == _layout(outputs):
-                found = self._rows(outputs, inputs, learned[1], found)
+            learned = self._confirmed.get(_layout(inputs), {})
+            layout = _layout(outputs)
+            if layout in learned:
+                found = self._rows(outputs, inputs, learned[layout], found)
         return found if found is not None else self._example_shaped(outputs, inputs)
 
     def _example_shaped(self, outputs: Any, inputs: Any) -> str | None:
         """For inputs shaped as the example's (past the batch): None when the outputs' shapes past the
-        batch are the fallback's for the example, or ones it confirmed for such an input since (a
-        length that follows the values), else what differs."""
+        batch are the fallback's for the example, but for lengths it answered another with since
+        (a length that follows the values), else what differs."""
         if self._example_rows is None or _row_shapes(inputs) != self._example_rows:
             return None
-        rows = _row_shapes(outputs, self.batched)
-        if rows == self._reference_rows or rows in self._confirmed_rows:
-            return None
-        for (path, shape), (_, want) in zip(rows, self._reference_rows):
-            if shape != want:
+        for path, shape, dimension, want in self._row_differences(outputs):
+            if (path, dimension) not in self._free:
                 return (f"output {path or 'tensor'} has shape {list(shape)} (past the batch) for an input shaped "
                         f"as the example, the fallback's {list(want)}")
-        return f"outputs shaped {[list(shape) for _, shape in rows]} (past the batch) for an input shaped as the example"
+        return None
+
+    def _row_differences(self, outputs: Any):
+        """(path, shape, dimension, the example's shape) for each dimension past the batch in which an
+        output differs from the fallback's answer to the example (a path it did not have: none)."""
+        for path, shape in _row_shapes(outputs, self.batched):
+            want = self._reference_rows.get(path)
+            if want is None or want == shape:
+                continue
+            for dimension, (length, wanted) in enumerate(zip(shape, want)):
+                if length != wanted:
+                    yield path, shape, dimension, want
 
     @staticmethod
     def _rows(outputs: Any, inputs: Any, batched: frozenset[str] | None, found: str) -> str | None:
@@ -476,10 +491,11 @@ class OutputContract:
         return None
 
     def confirm(self, inputs: Any, outputs: Any) -> bool:
-        """Learn that inputs laid out as `inputs` are answered with outputs laid out as `outputs`
-        (confirmed by the fallback's answer), and which outputs follow the batch: those with a row per
-        input row, known from a batch of 2 or more (None: learned from a batch of one). False when
-        CONFIRMED_LAYOUTS layouts are learned already and this is another."""
+        """Learn what the fallback's answer for the same input confirmed: the layout of `outputs` for
+        inputs laid out as `inputs`, with which outputs follow the batch (those with a row per input
+        row, known from a batch of 2 or more; None: learned from a batch of one), and, for inputs
+        shaped as the example's, the dimensions in which they differ from its answer. False when
+        nothing new could be learned (CONFIRMED_LAYOUTS layouts learned already)."""
         import torch
 
         from torchport.compare.tree import flatten_tensors
@@ -489,18 +505,21 @@ class OutputContract:
         if batch is not None and batch >= 2:
             pairs = [("", outputs)] if isinstance(outputs, torch.Tensor) else flatten_tensors(outputs)
             batched = frozenset(path for path, tensor in pairs if tensor.dim() >= 1 and tensor.shape[0] == batch)
+        learned = False
         with self._lock:
+            if self._against_reference(outputs, inputs) is not None:
+                layouts = self._confirmed.setdefault(_layout(inputs), {})
+                layout = _layout(outputs)
+                if layout not in layouts and self._learned < CONFIRMED_LAYOUTS:
+                    layouts[layout], learned = batched, True
+                    self._learned += 1
+                elif layout in layouts and batched is not None and layouts[layout] != batched:
+                    layouts[layout], learned = batched, True  # which outputs follow the batch, now known
             if self._example_rows is not None and _row_shapes(inputs) == self._example_rows:
-                rows = _row_shapes(outputs, self.batched)
-                if rows != self._reference_rows:
-                    if len(self._confirmed_rows) >= CONFIRMED_LAYOUTS:
-                        return False
-                    self._confirmed_rows.add(rows)
-                    return True
-            if len(self._confirmed) < CONFIRMED_LAYOUTS or _layout(inputs) in self._confirmed:
-                self._confirmed[_layout(inputs)] = (_layout(outputs), batched)
-                return True
-            return False
+                free = {(path, dimension) for path, _, dimension, _ in self._row_differences(outputs)}
+                learned = learned or not free <= self._free
+                self._free |= free
+        return learned
 
 
 def failure_cause(error: BaseException, backend) -> str:
@@ -1266,6 +1285,16 @@ class Deployment:
             raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
                                    "this kind is the server's (its code or files), not the request's.") from error
         except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server
+            device = unusable_device(error) if isinstance(error, Exception) else None
+            if device is not None:  # `.to("cuda")` in a preprocess written for a GPU host: every request fails
+                self.metrics.rejected(PreprocessFailed.kind)
+                _log.error("the factory's preprocess places the request on %r, which this machine cannot use "
+                           "(500 preprocess_error)", device, exc_info=error)
+                raise PreprocessFailed(
+                    f"The factory's preprocess failed: {type(error).__name__}: {error}: it places the request's "
+                    f"tensors on {device!r}, which this machine cannot use. Serve moves the inputs to each device "
+                    f"itself (--primary and --fallback): return them on the CPU (drop {placements(device)} from "
+                    "the preprocess).") from error
             self.metrics.rejected(InvalidInput.kind)
             raise InvalidInput(f"The model's preprocess rejected the request: {type(error).__name__}: {error}.") from error
 
