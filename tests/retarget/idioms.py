@@ -806,4 +806,33 @@ IDIOMS = [
      "rc = torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), 32, 0)\n"
      "torch.cuda.cudart().cudaHostUnregister(buffer.data_ptr())\nresult = (staged.nbytes(), int(rc))",
      "result = (32, 0)"),
+    # attention switched globally to the GPU's cuDNN kernel alone (modded-nanogpt)
+    ("sdp_global_switches_cudnn_only",
+     "import torch\nimport torch.nn.functional as F\nfrom torch.backends import cuda as flags\n"
+     "flags.enable_flash_sdp(False)\nflags.enable_math_sdp(False)\nflags.enable_mem_efficient_sdp(False)\n"
+     "flags.enable_cudnn_sdp(True)\ntry:\n    q = torch.ones(1, 1, 4, 8, device='cuda')\n"
+     "    result = (F.scaled_dot_product_attention(q, q, q).sum().item(), flags.math_sdp_enabled(), "
+     "flags.cudnn_sdp_enabled())\nfinally:\n    flags.enable_flash_sdp(True)\n    flags.enable_math_sdp(True)\n"
+     "    flags.enable_mem_efficient_sdp(True)",
+     "result = (32.0, False, True)"),
+    # a profiler range ended by its handle (TensorRT-LLM's executor)
+    ("nvtx_range_start_end",
+     "import torch\nhandle = torch.cuda.nvtx.range_start('step')\nx = torch.ones(2, device='cuda').sum().item()\n"
+     "torch.cuda.nvtx.range_end(handle)\nresult = x",
+     "result = 2.0"),
+    ("stream_context_class",
+     "import torch\nside = torch.cuda.Stream()\nwith torch.cuda.StreamContext(side):\n"
+     "    y = torch.ones(3, device='cuda') * 2\ntorch.cuda.current_stream().wait_stream(side)\nresult = y.sum().item()",
+     "result = 6.0"),
+    # a solver library chosen for CUDA's linear algebra (torch's own test suites, cuSOLVER-only fixes)
+    ("preferred_linalg_library_cusolver",
+     "import torch\nchosen = torch.backends.cuda.preferred_linalg_library('cusolver')\n"
+     "a = torch.eye(3, device='cuda') * 2\nresult = (str(chosen), str(torch.backends.cuda.preferred_linalg_library()), "
+     "torch.linalg.inv(a).diagonal().tolist())",
+     "result = ('_LinalgBackend.Cusolver', '_LinalgBackend.Cusolver', [0.5, 0.5, 0.5])"),
+    # bf16 gated natively (`including_emulation=False`) and by capability: one answer
+    ("bf16_native_agrees_with_capability",
+     "import torch\nresult = (torch.cuda.is_bf16_supported(including_emulation=False) == "
+     "(torch.cuda.get_device_capability() >= (8, 0)), torch.cuda.is_bf16_supported())",
+     "result = (True, True)"),
 ]

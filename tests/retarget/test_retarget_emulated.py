@@ -894,3 +894,105 @@ def test_an_fp16_model_met_later_in_a_region_keeps_it_fp16_and_its_gradients_sca
     assert keep.returncode == 0, keep.stderr[-3000:]
     assert auto.values() == keep.values() == {"student": "torch.float16", "trained": "32", "scaler": "True",
                                               "served": "0,torch.float16"}
+
+
+@pytest.mark.parametrize("device", ["xla-emulated", "neuron-emulated"])
+def test_dict_and_function_map_locations_load_where_a_gpu_machine_loads(program, tmp_path, device):
+    # the DDP tutorial's resume: `map_location={"cuda:0": f"cuda:{rank}"}` or a function moving each
+    # storage; on a target that cannot restore storages (XLA) both left the tensors on the host, and
+    # an EMA update mixing them with the model's parameters crashed
+    source = f"""
+    import torch
+    model = torch.nn.Linear(4, 2).cuda()
+    path = {str(tmp_path / "ckpt.pt")!r}
+    torch.save({{"ema": [p.detach().clone() for p in model.parameters()]}}, path)
+    for name, where in [("dict", {{"cuda:0": "cuda:0"}}), ("function", lambda storage, loc: storage.cuda(0)),
+                        ("default", lambda storage, loc: None),
+                        ("host", {{"cuda:0": "cpu"}}), ("host_function", lambda storage, loc: storage)]:
+        ema = torch.load(path, map_location=where)["ema"]
+        print(name + "=" + ema[0].device.type + "," + str(ema[0].is_cuda))
+    ema = torch.load(path, map_location={{"cuda:0": "cuda:0"}})["ema"]
+    with torch.no_grad():
+        torch._foreach_lerp_(ema, [p.detach() for p in model.parameters()], 0.1)
+    print("updated=" + str(torch.allclose(ema[0].cpu(), model.weight.detach().cpu())))
+    scaler = torch.cuda.amp.GradScaler()
+    """
+    report = tmp_path / "report.json"
+    result = program(source, "--device", device, "--report", str(report))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"dict": "cuda,True", "function": "cuda,True", "default": "cuda,True",
+                               "host": "cpu,False", "host_function": "cpu,False", "updated": "True"}
+    (scaler,) = [entry["decision"] for entry in json.loads(report.read_text())["decisions"]
+                 if entry["topic"] == "GradScaler"]
+    assert device in scaler, scaler  # the target's name ('kept on emulated' on xla-emulated)
+
+
+
+def test_a_dict_map_location_matches_a_checkpoint_a_library_wrote_on_the_target(program, tmp_path):
+    # a checkpoint written by a library (Lightning's ModelCheckpoint, Accelerate) during the run is tagged
+    # with the target's device, where a GPU machine writes 'cuda:0': the application's
+    # `map_location={"cuda:0": "cpu"}` and a function reading the location see CUDA's
+    source = f"""
+    import torch
+    from accelerate.utils import save
+    path = {str(tmp_path / "library.pt")!r}
+    save({{"w": torch.ones(3, device="cuda")}}, path)
+    w = torch.load(path, map_location={{"cuda:0": "cpu"}})["w"]
+    print("dict=" + w.device.type + "," + str((torch.ones(3) + w).sum().item()))
+    seen = []
+    w = torch.load(path, map_location=lambda storage, loc: seen.append(loc) or storage)["w"]
+    print("function=" + w.device.type + "," + ",".join(seen))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values() == {"dict": "cpu,6.0", "function": "cpu,cuda:0"}
+
+
+def test_max_memory_of_a_gpu_is_the_hosts_on_the_cpu_target(program, tmp_path):
+    # QLoRA-style loading: a budget per GPU ordinal beside the host's; on the CPU target transformers
+    # found no device 0 and crashed ("Cannot access accelerator device when none is available")
+    source = f"""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    path = {str(tmp_path / "gpt")!r}
+    GPT2LMHeadModel(GPT2Config(vocab_size=97, n_positions=32, n_embd=32, n_layer=2, n_head=2)).save_pretrained(path)
+    max_memory = {{i: "1GiB" for i in range(torch.cuda.device_count())}}
+    max_memory["cpu"] = "2GiB"
+    model = GPT2LMHeadModel.from_pretrained(path, device_map="auto", max_memory=max_memory)
+    print("placed=" + ",".join(sorted({{str(p.device) for p in model.parameters()}})))
+    """
+    result = program(source, "--device", "cpu")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.values()["placed"] == "cpu"
+
+
+def test_a_stream_context_object_works_on_a_target_with_streams_of_its_own(program):
+    # `torch.cuda.StreamContext(s)` was torch's own class: "Torch not compiled with CUDA enabled"
+    source = """
+    import torch
+    side = torch.cuda.Stream()
+    with torch.cuda.StreamContext(side) as entered:
+        y = torch.ones(3, device="cuda") * 2
+    torch.cuda.current_stream().wait_stream(side)
+    print("sum=" + str(y.sum().item()) + "," + str(entered))
+    """
+    result = program(source, "--device", "neuron-emulated")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"sum": "6.0,None"}
+
+
+def test_queries_about_a_device_past_the_targets_say_it_shares_one(program, tmp_path):
+    # a one-GPU machine raises "invalid device ordinal"; here the answer is device 0's, and the report
+    # says so, as it does for a tensor placed on cuda:1
+    report = tmp_path / "report.json"
+    source = """
+    import torch
+    names = {torch.cuda.get_device_name(3), torch.cuda.get_device_properties(1).name}
+    print("same=" + str(names == {torch.cuda.get_device_name(0)}))
+    torch.cuda.get_device_capability(2)
+    """
+    result = program(source, "--device", "neuron-emulated", "--report", str(report))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.values() == {"same": "True"}
+    decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
+    assert all("shares cuda:0" in decisions.get(f"cuda:{index}", "") for index in (1, 2, 3)), decisions

@@ -308,7 +308,7 @@ def _scaler_settings(device: str, enabled: bool) -> tuple[str, bool, bool]:
         if not retarget.backend.supports_grad_scaler:
             retarget.decide("GradScaler", scaling_in_plain_ops(retarget.backend.name) + why)
             return device, True, True
-        retarget.decide("GradScaler", f"kept on {device}{why}")
+        retarget.decide("GradScaler", f"kept on {retarget.backend.name}{why}")
     return device, enabled, False
 
 

@@ -7,7 +7,9 @@ fails with "No viable backend". Where the restriction leaves the application, th
 target's profile lists (`capabilities.sdpa_backends`) are kept and the exact math backend is added
 in place of the ones it lacks; the report says so, once for each restriction. A restriction the
 target can honour is unchanged. Inside an adapted region the application's
-`torch.backends.cuda.*_sdp_enabled()` read the kernels it asked for, as on a GPU.
+`torch.backends.cuda.*_sdp_enabled()` read the kernels it asked for, as on a GPU. The global
+switches (`torch.backends.cuda.enable_flash_sdp(False)`) are adapted alike where they leave none of
+the target's kernels.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from torch.nn.attention import SDPBackend
 
 from torchport.retarget import state
 
-__all__ = ["sdpa_kernel", "sdp_kernel", "FLAG_READERS"]
+__all__ = ["sdpa_kernel", "sdp_kernel", "FLAG_READERS", "FLAG_SWITCHES"]
 
 _real_sdpa_kernel = torch.nn.attention.sdpa_kernel
 
@@ -71,13 +73,17 @@ def sdpa_kernel(backends, set_priority: bool = False):
     return _real_sdpa_kernel(backends, set_priority)
 
 
+#: The kernels the application switched on or off globally (`torch.backends.cuda.enable_math_sdp(False)`).
+_switched: dict[SDPBackend, bool] = {}
+
+
 def _enabled_reader(name: str, backend: SDPBackend):
     real = getattr(torch.backends.cuda, name)
 
     def enabled() -> bool:
         if _asked and _asked[-1] is not None:
             return backend in _asked[-1]
-        return real()
+        return _switched.get(backend, real())
 
     enabled.__name__ = name
     enabled.__doc__ = real.__doc__
@@ -93,6 +99,47 @@ FLAG_READERS = {
                           ("cudnn_sdp_enabled", SDPBackend.CUDNN_ATTENTION))
     if hasattr(torch.backends.cuda, name)
 }
+
+
+def _switch(name: str, backend: SDPBackend):
+    """`torch.backends.cuda.enable_<kernel>_sdp(enabled)` as the application sees it. A global choice
+    that leaves none of the target's kernels (modded-nanogpt keeps only cuDNN attention: flash and
+    math off) keeps the exact math kernel on there, reported, instead of every attention call failing
+    with "No viable backend"; the application's readers see what it switched."""
+    real_setters = {other: getattr(torch.backends.cuda, setter) for setter, other in _SWITCHES.values()}
+
+    def enable(enabled: bool) -> None:
+        _switched[backend] = bool(enabled)
+        for other, setter in real_setters.items():
+            setter(_switched.get(other, True))
+        retarget = state.current()
+        if retarget is None or retarget.type == "cuda":
+            return
+        on = [other for other in real_setters if _switched.get(other, True)]
+        available = {getattr(SDPBackend, kernel) for kernel in retarget.backend.sdpa_backends}
+        if on and available.isdisjoint(on):
+            real_setters[SDPBackend.MATH](True)
+            retarget.decide(
+                "scaled_dot_product_attention kernels switched globally",
+                f"the kernels the application leaves on (torch.backends.cuda.enable_*_sdp) are none of "
+                f"{retarget.backend.name}'s: MATH kept on as well (exact; the application's "
+                f"torch.backends.cuda readers see what it switched)", kind="adapted")
+
+    enable.__name__ = name
+    enable.__doc__ = getattr(torch.backends.cuda, name).__doc__
+    return enable
+
+
+#: `torch.backends.cuda.<switch>` -> (its setter's name, the kernel it switches).
+_SWITCHES = {
+    name: (name, backend)
+    for name, backend in (("enable_flash_sdp", SDPBackend.FLASH_ATTENTION),
+                          ("enable_mem_efficient_sdp", SDPBackend.EFFICIENT_ATTENTION),
+                          ("enable_math_sdp", SDPBackend.MATH),
+                          ("enable_cudnn_sdp", SDPBackend.CUDNN_ATTENTION))
+    if hasattr(torch.backends.cuda, name)
+}
+FLAG_SWITCHES = {name: _switch(name, backend) for name, (_, backend) in _SWITCHES.items()}
 
 
 @contextlib.contextmanager

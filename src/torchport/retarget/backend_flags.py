@@ -73,6 +73,31 @@ def _set_cuda_flag(real, api: str, name: str, value) -> None:
         retarget.noop(api, f"TF32 and cuBLAS settings do not apply on {retarget.backend.name}")
 
 
+def _library_choice(real, api: str):
+    """`torch.backends.cuda.preferred_linalg_library("cusolver")` / `preferred_blas_library("cublaslt")`:
+    a choice among CUDA's own libraries, kept on CUDA; elsewhere a reported no-op that answers what
+    the choice would read (torch alone refuses it: "not compiled with cuSOLVER")."""
+    chosen: list = []
+
+    def choose(backend=None):
+        retarget = state.current()
+        if retarget is None or retarget.type == "cuda":
+            return real(backend)
+        if backend is None:
+            return chosen[-1] if chosen else real()
+        retarget.noop(api, f"cuSOLVER, MAGMA and cuBLAS are CUDA's libraries: {retarget.backend.name} uses its own")
+        enum = type(real())
+        names = {"default": "Default", "cusolver": "Cusolver", "magma": "Magma", "cublas": "Cublas",
+                 "cublaslt": "Cublaslt", "hipblaslt": "Cublaslt", "ck": "Ck"}
+        value = getattr(enum, names.get(str(backend).lower(), ""), None) if isinstance(backend, str) else backend
+        chosen.append(value if value is not None else real())
+        return chosen[-1]
+
+    choose.__name__ = real.__name__
+    choose.__doc__ = real.__doc__
+    return choose
+
+
 def build_backends_module(real_backends) -> types.ModuleType:
     """A `torch.backends` whose cudnn and cuda members apply the mapping above; every other name,
     the properties of its class included (`torch.backends.fp32_precision`), is the real module's."""
@@ -81,5 +106,9 @@ def build_backends_module(real_backends) -> types.ModuleType:
     cuda_flags.matmul = FlagNamespace(real_backends.cuda.matmul, "torch.backends.cuda.matmul", _set_cuda_flag)
     cuda_flags.sdp_kernel = attention.sdp_kernel
     cuda_flags.__dict__.update(attention.FLAG_READERS)
+    cuda_flags.__dict__.update(attention.FLAG_SWITCHES)
+    for name in ("preferred_linalg_library", "preferred_blas_library"):
+        if hasattr(real_backends.cuda, name):
+            setattr(cuda_flags, name, _library_choice(getattr(real_backends.cuda, name), f"torch.backends.cuda.{name}"))
     return standin.facade_module(real_backends, {
         "cudnn": FlagNamespace(real_backends.cudnn, "torch.backends.cudnn", _set_cudnn), "cuda": cuda_flags})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import itertools
 import threading
 import time
 import types
@@ -193,17 +194,28 @@ def _ordinal(device) -> int:
     return index or 0
 
 
+def _queried(retarget, device) -> int:
+    """The CUDA ordinal a query about `device` (None: the current device's, 0) reads; one past the
+    devices the application sees shares one of them, reported as a tensor placed there is."""
+    if device is None:
+        return 0
+    ordinal = _ordinal(device)
+    retarget.device(ordinal)
+    return ordinal
+
+
 @_constant_in_compiled_code
 def get_device_name(device=None) -> str:
     retarget = _rt()
     retarget.redirected("torch.cuda.get_device_name")
-    return retarget.backend.device_name(_ordinal(device) if device is not None else 0)
+    return retarget.backend.device_name(_queried(retarget, device))
 
 
 @_constant_in_compiled_code
 def get_device_capability(device=None) -> tuple[int, int]:
     retarget = _rt()
     retarget.redirected("torch.cuda.get_device_capability")
+    _queried(retarget, device)
     return retarget.backend.capability()
 
 
@@ -256,7 +268,7 @@ def get_device_properties(device=None):
 
     retarget = _rt()
     retarget.redirected("torch.cuda.get_device_properties")
-    index = _ordinal(device) if device is not None else 0
+    index = _queried(retarget, device)
     major, minor = retarget.backend.capability()
     processors = 1 if retarget.accelerator else (os.cpu_count() or 1)
     return DeviceProperties(
@@ -290,9 +302,14 @@ def _total_memory(retarget, index: int) -> int:
 
 @_constant_in_compiled_code
 def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """As CUDA answers it: natively from compute capability 8.0 on (the capability the target shows:
+    8.0 where bf16 is fast there), and with `including_emulation` wherever bf16 tensors work."""
     retarget = _rt()
     retarget.redirected("torch.cuda.is_bf16_supported")
-    return retarget.backend.bf16_supported()
+    supported = retarget.backend.bf16_supported()
+    if not including_emulation:
+        return supported and retarget.backend.capability() >= (8, 0)
+    return supported
 
 
 def is_initialized() -> bool:
@@ -889,6 +906,20 @@ def stream(stream_object):
     return stream_object
 
 
+class StreamContext:
+    """`with torch.cuda.StreamContext(s):`, the context manager `torch.cuda.stream(s)` returns."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._context = globals()["stream"](stream)
+
+    def __enter__(self) -> None:  # torch's gives nothing to `as`
+        self._context.__enter__()
+
+    def __exit__(self, *exc_info):
+        return self._context.__exit__(*exc_info)
+
+
 def set_stream(stream_object) -> None:
     real = getattr(stream_object, "_torchport_real", None)
     if real is not None:
@@ -913,7 +944,7 @@ def _noop(name: str, why: str, result=None):
 #: torch.cuda calls that only tune or clean up CUDA itself: nothing to do on the target (reported).
 _NOOPS = {
     "ipc_collect": "no CUDA IPC handles to collect on {target}",
-    "set_per_process_memory_fraction": "{target} has no per-process cap on device memory: not applied",
+    "set_per_process_memory_fraction": "the cap on this process's device memory is not applied on {target}",
 }
 
 
@@ -1017,8 +1048,26 @@ def _build_nvtx() -> types.ModuleType:
         with torch.profiler.record_function(message):
             pass
 
+    started: dict[int, torch.autograd.profiler.record_function] = {}
+    handles = itertools.count(1)
+
+    def range_start(message: str) -> int:
+        """A range not tied to a stack (it may end on another thread): its handle ends it."""
+        context = torch.profiler.record_function(message)
+        context.__enter__()
+        handle = next(handles)
+        started[handle] = context
+        return handle
+
+    def range_end(range_id: int) -> None:
+        context = started.pop(range_id, None)
+        if context is not None:
+            context.__exit__(None, None, None)
+
     module.range_push = range_push
     module.range_pop = range_pop
+    module.range_start = range_start
+    module.range_end = range_end
     module.range = range
     module.mark = mark
     return module
@@ -1214,7 +1263,7 @@ def build_cuda_module() -> types.ModuleType:
         "get_arch_list", "get_gencode_flags", "is_initialized", "init", "reset_peak_memory_stats", "empty_cache",
         "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-        "Event", "Stream", "current_stream", "default_stream", "stream", "set_stream",
+        "Event", "Stream", "current_stream", "default_stream", "stream", "StreamContext", "set_stream",
         "is_current_stream_capturing", "cudart", "memory_snapshot", "_lazy_call", "set_sync_debug_mode",
         "get_sync_debug_mode", "make_graphed_callables",
     ]

@@ -205,7 +205,8 @@ def _load(f, map_location=None, pickle_module=None, *args, **kwargs):
     else:
         map_location = runtime.map_location(None, map_location)
     pickle_module = device_values.pickle_module_for(pickle_module, kwargs.get("weights_only"))
-    load = host_loading.load if isinstance(map_location, host_loading.HostStorages) else torch.load
+    load = host_loading.load if isinstance(map_location, (host_loading.HostStorages, host_loading.HostFunction)) \
+        else torch.load
     result = load(f, map_location, pickle_module, *args, **kwargs)
     if device_values.uses_pickle_module(pickle_module):
         return result

@@ -50,6 +50,7 @@ __all__ = [
     "map_location",
     "device_ids",
     "device_map",
+    "max_memory",
     "pin_flag",
     "fused_flag",
     "capturable_flag",
@@ -759,31 +760,26 @@ def output_device(site: int, value):
 
 
 def map_location(site: int, value):
-    """`map_location=`: strings, devices, dicts of them, and callables returning them."""
+    """`map_location=`: strings, devices, dicts of them, and callables returning them. A dict or a
+    callable is asked with the saved locations as the application knows them (`application_location`)."""
     value_type = value.__class__
     if not _rt.backend.loads_to_device:
-        if site is not None:
-            _hit(site)
-        mapped = map_device(value) if value_type in (str, int, _device_type) else value
-        if mapped is not value or (value_type is _device_type and value.type == _rt.type):
-            # a CUDA device: read on the host, then copied to the target (what torch.load of the
-            # application does with it; a library's load leaves the tensors on the host)
-            from torchport.retarget.host_loading import HostStorages
-
-            return HostStorages(every=True, destination=mapped)
-        return "cpu"
+        return _through_the_host(site, value)
     if value_type in (str, int, _device_type):
         return map_device(value, site)
     if isinstance(value, dict):
         # torch restores a location the dict does not list where it was saved: on a GPU machine
         # 'cuda:0' stays 'cuda:0', so here it is mapped too (`{'cuda:1': 'cuda:0'}`, a GPU checkpoint)
         table = {key: map_device(item, site) for key, item in value.items()}
-        return lambda storage, location: restore_location(storage, table.get(location, location), site)
+        return lambda storage, location: restore_location(
+            storage, table.get(application_location(location), location), site)
     if callable(value):
         inner = value
 
         def mapped(storage, location):
-            result = inner(storage, location)
+            result = inner(storage, application_location(location))
+            if result is None:  # where it was saved, as torch restores it: CUDA's on the target
+                return restore_location(storage, location, site)
             if result.__class__ in (str, int, _device_type):
                 target = map_device(result, site)
                 if isinstance(result, str) or isinstance(target, str):
@@ -792,6 +788,45 @@ def map_location(site: int, value):
             return result
 
         return mapped
+    return value
+
+
+def application_location(location):
+    """A saved storage location as the application knows it: the target's own ('emulated:0', or
+    'neuron:0' on the hardware), in a checkpoint a library wrote on the target where a GPU machine
+    writes 'cuda:0', is CUDA's (`map_location={'cuda:0': 'cpu'}` matches it)."""
+    if location.__class__ is str and _rt.type != "cpu" and location.partition(":")[0] == _rt.type:
+        return "cuda" + location[len(_rt.type):]
+    return location
+
+
+def _through_the_host(site: int | None, value):
+    """`map_location=` on a target that cannot restore storages (`loads_to_device` false): what the
+    application sends to CUDA is read on the host, then copied to the target (what torch.load of the
+    application does with it; a library's load leaves the tensors on the host); the rest goes where
+    it asks."""
+    from torchport.retarget.host_loading import HostFunction, HostStorages, as_device
+
+    if site is not None:
+        _hit(site)
+    if value.__class__ in (str, int, _device_type):
+        mapped = map_device(value)
+        if mapped is not value or (value.__class__ is _device_type and value.type == _rt.type):
+            destination = as_device(mapped)
+            return HostStorages(lambda location: destination)
+        return value
+    if isinstance(value, dict):
+        def route(location: str):
+            asked = value.get(application_location(location))
+            if asked is None:  # where it was saved: CUDA's and the target's own on the target
+                if location.startswith("cuda"):
+                    return as_device(map_device(location))
+                return as_device(location) if location.partition(":")[0] == _rt.type else None
+            return as_device(map_device(asked))
+
+        return HostStorages(route)
+    if callable(value):
+        return HostFunction(value, application_location)
     return value
 
 
@@ -869,6 +904,21 @@ def device_map(site: int, value):
     return value
 
 
+def max_memory(site: int, value):
+    """transformers' and Accelerate's `max_memory=` (`{0: "20GiB", "cpu": "60GiB"}`), whose integer keys
+    are CUDA ordinals. On the CPU target the GPU is the host: its budget is added to the host's, so the
+    model is placed as a GPU machine places it (on the device first), not offloaded for lack of room."""
+    if not isinstance(value, dict) or _rt.accelerator or not any(key.__class__ is int for key in value):
+        return value
+    try:
+        from accelerate.utils import convert_file_size_to_int
+    except ImportError:  # without Accelerate, transformers refuses max_memory itself
+        return value
+    _hit(site)
+    host = sum(convert_file_size_to_int(size) for key, size in value.items() if key.__class__ is int or key == "cpu")
+    return {**{key: size for key, size in value.items() if key.__class__ is not int and key != "cpu"}, "cpu": host}
+
+
 def pin_flag(site: int, value):
     """`pin_memory=True` on a DataLoader: off where the target has no pinned host memory."""
     if value is True and not _rt.backend.supports_pinned_memory:
@@ -937,6 +987,7 @@ KEYWORD_HELPERS = {
     "map_location": map_location,
     "device_ids": device_ids,
     "device_map": device_map,
+    "max_memory": max_memory,
     "pin_memory": pin_flag,
     "fused": fused_flag,
     "capturable": capturable_flag,

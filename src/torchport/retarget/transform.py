@@ -73,6 +73,7 @@ REWRITTEN_KEYWORDS = {
     "map_location": "map_location",
     "device_ids": "device_ids",
     "device_map": "device_map",
+    "max_memory": "max_memory",
     "pin_memory": "pin_flag",
     "fused": "fused_flag",
     "capturable": "capturable_flag",
