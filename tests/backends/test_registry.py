@@ -55,5 +55,6 @@ def test_each_profiles_profiler_activity_is_one_torch_profiles_and_cuda_is_cudas
     activities = {name: backends.get(name).profiler_activity for name in backends.names() if name != "auto"}
     assert activities["cuda"] == "CUDA" and activities["xpu"] == "XPU"
     assert activities["cpu"] is None and activities["neuron"] is None
+    assert activities["xpu-emulated"] is None  # its kernels run on the host (torch warned "XPU is not available")
     for name, activity in activities.items():
         assert activity is None or hasattr(torch.profiler.ProfilerActivity, activity), name

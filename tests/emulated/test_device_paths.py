@@ -342,3 +342,7 @@ def test_numbers_an_op_computes_with_are_narrowed_as_the_tensors_are(target):
     assert torch.add(big, big, alpha=2**40).tolist() == (big + big * 2**40).tolist()  # a keyword Scalar
     # a float number with int64 tensors computes in the default float dtype: kept as given
     assert (torch.arange(3, device=DEVICE) * 0.1).cpu().tolist() == (torch.arange(3) * 0.1).tolist()
+    # a 0-dim device tensor an op writes is the device's, not a number: the write lands in it
+    written = torch.tensor(16777217, device=DEVICE)
+    written.lt_(torch.tensor(5.0, dtype=torch.float64, device=DEVICE))
+    assert written.item() == 0

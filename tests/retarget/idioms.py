@@ -835,4 +835,21 @@ IDIOMS = [
      "import torch\nresult = (torch.cuda.is_bf16_supported(including_emulation=False) == "
      "(torch.cuda.get_device_capability() >= (8, 0)), torch.cuda.is_bf16_supported())",
      "result = (True, True)"),
+    # the GPU's profiler activity added where torch lists it (training-loop profilers)
+    ("profiler_supported_activities_cuda",
+     "import torch\nfrom torch.profiler import ProfilerActivity, supported_activities\n"
+     "result = (ProfilerActivity.CUDA in supported_activities(), "
+     "ProfilerActivity.CPU in torch.profiler.supported_activities())",
+     "result = (True, True)"),
+    # autocast's CUDA dtype set globally before a region without one ("A100 fix" SFT scripts)
+    ("set_autocast_dtype_then_region",
+     "import torch\ntorch.set_autocast_dtype('cuda', torch.bfloat16)\ntry:\n    a = torch.randn(2, 2, device='cuda')\n"
+     "    with torch.autocast('cuda'):\n        y = a @ a\n        inside = torch.get_autocast_dtype('cuda')\n"
+     "finally:\n    torch.set_autocast_dtype('cuda', torch.float16)\nresult = (str(y.dtype), str(inside))",
+     "result = ('torch.bfloat16', 'torch.bfloat16')"),
+    # autocast switched on outside any region (SAM2's tracker wrapper)
+    ("set_autocast_enabled_legacy",
+     "import torch\ntorch.set_autocast_enabled(True)\ntry:\n    a = torch.randn(2, 2, device='cuda')\n"
+     "    result = (str((a @ a).dtype), torch.is_autocast_enabled())\nfinally:\n    torch.set_autocast_enabled(False)",
+     "result = ('torch.float16', True)"),
 ]

@@ -996,3 +996,34 @@ def test_queries_about_a_device_past_the_targets_say_it_shares_one(program, tmp_
     assert result.values() == {"same": "True"}
     decisions = {entry["topic"]: entry["decision"] for entry in json.loads(report.read_text())["decisions"]}
     assert all("shares cuda:0" in decisions.get(f"cuda:{index}", "") for index in (1, 2, 3)), decisions
+
+
+def test_an_optimizer_whose_fused_step_the_target_lacks_saves_what_the_application_asked(program, tmp_path):
+    # the checkpoint held fused=False: the original code on a GPU (fused AdamW, GradScaler) resumed it
+    # with torch switching the fused step off, and scaler.step failed ("Expected grad_scale and
+    # found_inf to be None"); here the CPU target, which keeps fused kernels, stands for the GPU
+    source = f"""
+    import sys, torch
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    scaler = torch.amp.GradScaler("cuda")
+    path = {str(tmp_path / "ckpt.pt")!r}
+    if sys.argv[1] == "resume":
+        checkpoint = torch.load(path)
+        model.load_state_dict(checkpoint["model"]); opt.load_state_dict(checkpoint["opt"])
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(torch.randn(8, 4, device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+    if sys.argv[1] == "save":
+        torch.save({{"model": model.state_dict(), "opt": opt.state_dict()}}, path)
+    print("stepped=True")
+    """
+    for device, step in [("neuron-emulated", "save"), ("cpu", "resume"), ("neuron-emulated", "resume")]:
+        result = program(source, "--device", device, args=[step])
+        assert result.returncode == 0, (device, step, result.stderr[-2000:])
+        assert result.values() == {"stepped": "True"}
+        if step == "save":
+            import torch
+
+            saved = torch.load(tmp_path / "ckpt.pt", map_location="cpu")
+            assert saved["opt"]["param_groups"][0]["fused"] is True

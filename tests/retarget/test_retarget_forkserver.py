@@ -218,7 +218,7 @@ import torch.multiprocessing as mp
 def worker(rank):
     x = torch.ones(2, device="cuda") * rank
     y = x.cuda().sum()
-    print("worker", rank, y.item(), x.is_cuda)
+    print(f"worker {rank} {y.item()} {x.is_cuda}", flush=True)  # one write: the ranks' lines do not interleave
 
 
 if __name__ == "__main__":

@@ -405,10 +405,12 @@ class OneEntryPerRow(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.host_calls = 0
+        self.drop_one = False  # the primary answering one entry fewer than the batch has rows
 
     def forward(self, inputs):
         self.host_calls += inputs.device.type == "cpu"
-        return [{"kept": row[row > 0], "scores": row.sigmoid()} for row in inputs]
+        answer = [{"kept": row[row > 0], "scores": row.sigmoid()} for row in inputs]
+        return answer[:-1] if self.drop_one and inputs.device.type != "cpu" else answer
 
 
 def test_outputs_of_one_entry_per_row_and_lengths_following_the_values_are_learned_once():
@@ -428,6 +430,18 @@ def test_outputs_of_one_entry_per_row_and_lengths_following_the_values_are_learn
         # a batch of 1 and one of 3 (another structure each), and the kept values' length: a few checks
         assert fallback.host_calls - started <= 3
         assert 'result="differed"' not in deployment.metrics.exposition()[0].decode()
+        # rows that keep as many values as the batch has rows, by chance: not learned again and again
+        started = fallback.host_calls
+        chance = [[[1.0, 1.0, 1.0, -1.0], [1.0, -1.0, -1.0, -1.0], [1.0, -1.0, -1.0, -1.0]],
+                  [[1.0, -1.0, -1.0, -1.0], [1.0, 1.0, 1.0, -1.0], [1.0, -1.0, -1.0, -1.0]]]
+        for index in range(10):
+            assert deployment.predict({"inputs": chance[index % 2]}).role == "primary"
+        assert fallback.host_calls - started <= 2
+        # a primary dropping one image's entry, at every batch size seen: answered by the fallback
+        deployment.primary.model().drop_one = True
+        for rows in [1, 2, 3]:
+            answer = deployment.predict({"inputs": torch.randn(rows, 4, generator=generator).tolist()})
+            assert (answer.role, answer.failover, len(answer.body["outputs"])) == ("fallback", "bad_output", rows)
 
 
 def test_a_preprocess_failing_on_its_own_is_a_500_and_one_refusing_the_request_a_400(caplog):
@@ -455,10 +469,14 @@ def test_a_preprocess_placing_the_request_on_a_gpu_this_machine_lacks_is_the_ser
     # written for a GPU host: every request failed as a 400 blaming the client ("Torch not compiled
     # with CUDA enabled"), nothing logged, while /readyz stayed green
     def preprocess(payload):
+        if payload.get("device") not in (None, "cpu"):  # the client's error naming a device: still a 400
+            raise ValueError(f"field 'device' must be 'cpu', got {payload['device']!r}")
         return torch.tensor(payload["x"], dtype=torch.float32).to("cuda")
 
     factory = lambda: {"model": torch.nn.Linear(4, 3), "preprocess": preprocess}  # noqa: E731
     with Deployment(factory, primary=PRIMARY, fallback="cpu") as deployment:
+        with pytest.raises(InvalidInput, match="got 'cuda'"):
+            deployment.predict({"x": [[1.0, 2.0, 3.0, 4.0]], "device": "cuda"})
         with pytest.raises(PreprocessFailed, match=r"places the request's tensors on 'cuda'.*\.to\('cuda'\)") as failed:
             deployment.predict({"x": [[1.0, 2.0, 3.0, 4.0]]})
         assert failed.value.status == 500

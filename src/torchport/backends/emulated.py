@@ -21,13 +21,16 @@ __all__ = ["EmulatedBackend", "EMULATED_DEVICE_TYPE"]
 EMULATED_DEVICE_TYPE = "emulated"
 
 #: What the emulator itself cannot do, whatever the target: it computes synchronously on the host
-#: (no device events or streams to hand out) and runs collectives through gloo registered for the
+#: (no device events or streams to hand out, its kernels profiled as the CPU's) and runs collectives through gloo registered for the
 #: ``emulated`` device (``dist_backend``). Every other capability and decision (GradScaler, pinned
 #: host memory, precision, checkpoint loading, fused optimizers, compiler) is the real target's,
 #: read from its profile, so a twin rehearses the decisions the target makes.
 EMULATOR_LIMITS: dict[str, object] = {
     "native_events": False,
     "native_streams": False,
+    # the emulated kernels run on the host, under ProfilerActivity.CPU: the target's activity
+    # (ProfilerActivity.XPU) would find no XPU and warn
+    "profiler_activity": None,
 }
 EMULATOR_DIST_BACKEND = "emulated"
 

@@ -215,11 +215,12 @@ def _wrapped_number(value) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64)
 
 
-def _narrow_numbers(info: _OpInfo, found: list, host_args: list, kwargs: dict) -> None:
+def _narrow_numbers(info: _OpInfo, args: tuple, found: list, host_args: list, kwargs: dict) -> None:
     """Python numbers an op on device tensors computes with, narrowed as the target narrows the
     dtype they compute in: on a target that computes float64 as float32, `mask != finfo(float64).max`
     compares with float32's rounding of the constant (inf, as the mask's own values are), and an int64
-    constant beyond int32 wraps as the tensor's values did. The tensors' values are narrowed already."""
+    constant beyond int32 wraps as the tensor's values did (a changed number is recorded as a changed
+    value). The device tensors' values are narrowed already and are not touched."""
     dtype = found[0].dtype
     for tensor in found[1:]:
         dtype = torch.promote_types(dtype, tensor.dtype)
@@ -229,22 +230,25 @@ def _narrow_numbers(info: _OpInfo, found: list, host_args: list, kwargs: dict) -
         if index >= len(host_args):
             continue
         value = host_args[index]
-        if isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor):
+            host_args[index] = _narrowed_number(value, dtype, info.name)
+        elif value.dim() == 0 and isinstance(args[index], torch.Tensor) and args[index].is_cpu \
+                and value.dtype in state.value_downcasts:
             # a Python number Python's binding wrapped into a 0-dim host tensor (`mask != inf`)
-            if value.dim() == 0 and value.is_cpu and value.dtype in state.value_downcasts:
-                number = value.item()
-                narrowed = _narrowed_number(number, dtype)
-                if narrowed != number:
-                    host_args[index] = torch.tensor(narrowed, dtype=value.dtype)
-        else:
-            host_args[index] = _narrowed_number(value, dtype)
+            number = value.item()
+            narrowed = _narrowed_number(number, dtype, info.name)
+            if narrowed != number:
+                host_args[index] = torch.tensor(narrowed, dtype=value.dtype)
     for name in info.scalar_names & kwargs.keys() if kwargs else ():
-        kwargs[name] = _narrowed_number(kwargs[name], dtype)
+        kwargs[name] = _narrowed_number(kwargs[name], dtype, info.name)
 
 
-def _narrowed_number(value, tensor_dtype: torch.dtype):
+_INT32 = 2**31
+
+
+def _narrowed_number(value, tensor_dtype: torch.dtype, info_name: str):
     """`value` as the target holds it when computed with tensors of `tensor_dtype`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if value.__class__ is bool or not isinstance(value, (int, float)):
         return value
     if isinstance(value, float) and not (tensor_dtype.is_floating_point or tensor_dtype.is_complex):
         dtype = torch.get_default_dtype()
@@ -253,8 +257,22 @@ def _narrowed_number(value, tensor_dtype: torch.dtype):
     narrow = state.value_downcasts.get(dtype)
     if narrow is None:
         return value
-    narrowed = torch.tensor(value, dtype=dtype).to(narrow).item()
-    return type(value)(narrowed) if isinstance(value, int) and not narrow.is_floating_point else narrowed
+    if narrow is torch.int32 and isinstance(value, int):
+        narrowed = value if -_INT32 <= value < _INT32 else (value + _INT32) % (2 * _INT32) - _INT32
+    elif narrow is torch.float32 and isinstance(value, float) and value != value:  # NaN stays NaN
+        return value
+    else:
+        narrowed = torch.tensor(value, dtype=dtype).to(narrow).item()
+        if isinstance(value, int) and not narrow.is_floating_point:
+            narrowed = int(narrowed)
+    if narrowed != value:
+        recorder = state.recorder
+        if recorder is not None:
+            recorder.record_downcast(info_name, dtype, narrow, True)
+        elif dtype not in state.downcasts_noted and state.on_first_downcast is not None:
+            state.downcasts_noted.add(dtype)
+            state.on_first_downcast(info_name, dtype, narrow)
+    return narrowed
 
 
 def _check_dtype(dtype: torch.dtype, info_name: str) -> None:
@@ -336,7 +354,7 @@ def fallback(op, *args, **kwargs):
     found: list = []
     host_args = [_unwrap(value, info, found) for value in args]
     if found and state.downcast and state.value_downcasts:
-        _narrow_numbers(info, found, host_args, kwargs)
+        _narrow_numbers(info, args, found, host_args, kwargs)
     numbers = tuple(
         index for index in info.tensor_positions
         if index < len(host_args) and isinstance(host_args[index], (bool, int, float, complex))

@@ -29,7 +29,7 @@ from torchport.retarget.traced import constant_in_compiled_code
 
 __all__ = ["autocast", "cuda_amp_autocast", "cuda_amp_grad_scaler", "GradScaler", "custom_fwd", "custom_bwd",
            "cuda_amp_custom_fwd", "cuda_amp_custom_bwd", "effective_dtype", "target_grad_scaler",
-           "scaling_in_plain_ops"]
+           "scaling_in_plain_ops", "set_autocast_enabled", "set_autocast_dtype", "set_autocast_gpu_dtype"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _real_autocast = torch.autocast
@@ -79,6 +79,7 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
         return device_type, dtype, enabled, False
     if not enabled:
         return retarget.type, None, False, False
+    dtype = dtype or _cuda_dtype[0]  # torch.set_autocast_dtype("cuda", ...) before: CUDA's default then
     if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: torch's own warning and answer
         warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=3)
         return retarget.type, None, False, False
@@ -408,8 +409,50 @@ def get_autocast_dtype(device_type: str):
     policy), not the target's own default (the CPU's is bfloat16)."""
     kind = _autocast_type(device_type)
     if kind != device_type and not torch.is_autocast_enabled(kind):
-        return effective_dtype(None) or torch.float16
+        return effective_dtype(_cuda_dtype[0]) or _cuda_dtype[0] or torch.float16
     return torch.get_autocast_dtype(kind)
+
+
+#: The dtype the application set for CUDA's autocast (`torch.set_autocast_dtype("cuda", ...)`,
+#: `set_autocast_gpu_dtype`); None: CUDA's own float16.
+_cuda_dtype: list = [None]
+
+
+def set_autocast_dtype(device_type: str, dtype) -> None:
+    """`torch.set_autocast_dtype("cuda", torch.bfloat16)`: CUDA's default autocast dtype (a region
+    without one, `set_autocast_enabled`) as the application asked, run under the precision policy."""
+    if device_type != "cuda":
+        return torch.set_autocast_dtype(device_type, dtype)
+    _cuda_dtype[0] = dtype
+    retarget = state.current()
+    effective = effective_dtype(dtype)
+    if effective is not None and effective is not torch.float32:
+        torch.set_autocast_dtype(retarget.type, effective)
+    if torch.is_autocast_enabled(retarget.type) and (effective is None or effective is torch.float32):
+        torch.set_autocast_enabled(retarget.type, False)
+    return None
+
+
+def set_autocast_gpu_dtype(dtype) -> None:
+    """`torch.set_autocast_gpu_dtype(dtype)` (deprecated CUDA form), with torch's warning."""
+    warnings.warn("torch.set_autocast_gpu_dtype(dtype) is deprecated. Please use torch.set_autocast_dtype('cuda', "
+                  "dtype) instead.", DeprecationWarning, stacklevel=2)
+    set_autocast_dtype("cuda", dtype)
+
+
+def set_autocast_enabled(*args) -> None:
+    """`torch.set_autocast_enabled(True)` (CUDA's, the one-argument form) or `("cuda", True)`: the
+    target's autocast switched on outside any region, in the dtype CUDA's would run with here
+    (`set_autocast_dtype`, under the precision policy), reported as a region is."""
+    device_type, enabled = ("cuda", args[0]) if len(args) == 1 else args
+    if device_type != "cuda":
+        return torch.set_autocast_enabled(device_type, enabled)
+    if not enabled:
+        return torch.set_autocast_enabled(state.current().type, False)
+    target, dtype, enabled, _ = _target_autocast("cuda", None, True)
+    if enabled and dtype is not None:
+        torch.set_autocast_dtype(target, dtype)
+    return torch.set_autocast_enabled(target, bool(enabled))
 
 
 def cuda_amp_custom_fwd(fwd=None, *, cast_inputs=None):

@@ -91,14 +91,14 @@ def _enabled_reader(name: str, backend: SDPBackend):
 
 
 #: `torch.backends.cuda.<reader>` -> the kernel it reads, for the application's facade.
-FLAG_READERS = {
-    name: _enabled_reader(name, backend)
-    for name, backend in (("flash_sdp_enabled", SDPBackend.FLASH_ATTENTION),
-                          ("mem_efficient_sdp_enabled", SDPBackend.EFFICIENT_ATTENTION),
-                          ("math_sdp_enabled", SDPBackend.MATH),
-                          ("cudnn_sdp_enabled", SDPBackend.CUDNN_ATTENTION))
+_READERS = tuple(
+    (name, backend) for name, backend in (("flash_sdp_enabled", SDPBackend.FLASH_ATTENTION),
+                                          ("mem_efficient_sdp_enabled", SDPBackend.EFFICIENT_ATTENTION),
+                                          ("math_sdp_enabled", SDPBackend.MATH),
+                                          ("cudnn_sdp_enabled", SDPBackend.CUDNN_ATTENTION))
     if hasattr(torch.backends.cuda, name)
-}
+)
+FLAG_READERS = {name: _enabled_reader(name, backend) for name, backend in _READERS}
 
 
 def _switch(name: str, backend: SDPBackend):
@@ -107,15 +107,17 @@ def _switch(name: str, backend: SDPBackend):
     math off) keeps the exact math kernel on there, reported, instead of every attention call failing
     with "No viable backend"; the application's readers see what it switched."""
     real_setters = {other: getattr(torch.backends.cuda, setter) for setter, other in _SWITCHES.values()}
+    real_readers = {other: getattr(torch.backends.cuda, reader) for reader, other in _READERS}
 
     def enable(enabled: bool) -> None:
         _switched[backend] = bool(enabled)
         for other, setter in real_setters.items():
-            setter(_switched.get(other, True))
+            if other in _switched:  # the ones the application switched (MATH back off once it leaves one)
+                setter(_switched[other])
         retarget = state.current()
         if retarget is None or retarget.type == "cuda":
             return
-        on = [other for other in real_setters if _switched.get(other, True)]
+        on = [other for other in real_setters if _switched.get(other, other in real_readers and real_readers[other]())]
         available = {getattr(SDPBackend, kernel) for kernel in retarget.backend.sdpa_backends}
         if on and available.isdisjoint(on):
             real_setters[SDPBackend.MATH](True)

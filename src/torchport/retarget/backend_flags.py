@@ -77,21 +77,26 @@ def _library_choice(real, api: str):
     """`torch.backends.cuda.preferred_linalg_library("cusolver")` / `preferred_blas_library("cublaslt")`:
     a choice among CUDA's own libraries, kept on CUDA; elsewhere a reported no-op that answers what
     the choice would read (torch alone refuses it: "not compiled with cuSOLVER")."""
-    chosen: list = []
+    chosen: list = [None]
+    enum = type(real())
 
     def choose(backend=None):
         retarget = state.current()
         if retarget is None or retarget.type == "cuda":
             return real(backend)
         if backend is None:
-            return chosen[-1] if chosen else real()
+            return chosen[0] if chosen[0] is not None else real()
+        if isinstance(backend, str):
+            value = {name.lower(): member for name, member in enum.__members__.items()}.get(backend.lower())
+            if value is None:
+                return real(backend)  # torch's own error for a name it does not know
+        elif isinstance(backend, enum):
+            value = backend
+        else:
+            return real(backend)
         retarget.noop(api, f"cuSOLVER, MAGMA and cuBLAS are CUDA's libraries: {retarget.backend.name} uses its own")
-        enum = type(real())
-        names = {"default": "Default", "cusolver": "Cusolver", "magma": "Magma", "cublas": "Cublas",
-                 "cublaslt": "Cublaslt", "hipblaslt": "Cublaslt", "ck": "Ck"}
-        value = getattr(enum, names.get(str(backend).lower(), ""), None) if isinstance(backend, str) else backend
-        chosen.append(value if value is not None else real())
-        return chosen[-1]
+        chosen[0] = value
+        return value
 
     choose.__name__ = real.__name__
     choose.__doc__ = real.__doc__

@@ -77,6 +77,10 @@ def _current_in(retarget) -> int:
 
 def set_device(device) -> None:
     retarget = _rt()
+    if not (isinstance(device, torch.device) and retarget.stands_for_cuda(device)):
+        from torch.cuda._utils import _get_device_index
+
+        _get_device_index(device)  # CUDA's ValueError for None, 'cuda' without an index, 'cpu', 1.5
     ordinal = _ordinal(device) if isinstance(device, (int, str, torch.device)) else None
     if ordinal is not None and ordinal >= 0 and retarget.visible():
         # what current_device() answers, as on CUDA; an ordinal past the devices the application sees
@@ -195,13 +199,11 @@ def _ordinal(device) -> int:
 
 
 def _queried(retarget, device) -> int:
-    """The CUDA ordinal a query about `device` (None: the current device's, 0) reads; one past the
-    devices the application sees shares one of them, reported as a tensor placed there is."""
+    """The target's device index a query about CUDA device `device` (None: device 0) reads; an ordinal
+    past the devices the application sees shares one of them, reported as a tensor placed there is."""
     if device is None:
         return 0
-    ordinal = _ordinal(device)
-    retarget.device(ordinal)
-    return ordinal
+    return retarget.device(_ordinal(device)).index or 0
 
 
 @_constant_in_compiled_code

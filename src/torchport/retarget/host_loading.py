@@ -24,7 +24,7 @@ import torch
 from torchport.retarget import state
 from torchport.retarget.device_values import map_in_place
 
-__all__ = ["HostStorages", "HostFunction", "load", "HOST"]
+__all__ = ["HostStorages", "HostFunction", "load", "HOST", "as_device", "cuda_to_target"]
 
 #: The location a storage bound for the target is restored at: the host, noted for the copy.
 HOST = "torchport-host"
@@ -38,7 +38,7 @@ class HostStorages(dict):
 
     def __init__(self, route=None):
         super().__init__()
-        self.route = route or _cuda_to_target
+        self.route = route or cuda_to_target
 
     def get(self, location, default=None):
         if not isinstance(location, str):
@@ -68,7 +68,7 @@ class HostFunction:
     def __call__(self, storage, location):
         result = self.function(storage, self.seen(location))
         if result is None:
-            destination = _cuda_to_target(location)
+            destination = cuda_to_target(location)
             if destination is None:
                 return None  # torch's own restore
         elif not isinstance(result, torch.UntypedStorage) or result.device.type == "cpu":
@@ -87,10 +87,14 @@ def as_device(value) -> torch.device:
     return value if isinstance(value, torch.device) else torch.device(value)
 
 
-def _cuda_to_target(location: str):
+def cuda_to_target(location: str):
+    """Where a storage saved at `location` is restored when nothing says otherwise: CUDA's on the
+    target, and the target's own ('xla:0', a library's checkpoint written there) too."""
     from torchport.retarget.runtime import map_device
 
-    return as_device(map_device(location)) if location.startswith("cuda") else None
+    if location.startswith("cuda"):
+        return as_device(map_device(location))
+    return as_device(location) if location.partition(":")[0] == state.current().type else None
 
 
 def _restore_on_host(storage, location):

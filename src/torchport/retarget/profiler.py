@@ -15,7 +15,7 @@ import torch
 from torchport.retarget import state
 from torchport.retarget.state import Retarget
 
-__all__ = ["activities", "use_device", "use_cuda", "emit_nvtx"]
+__all__ = ["activities", "use_device", "use_cuda", "emit_nvtx", "supported_activities"]
 
 _CUDA = torch.profiler.ProfilerActivity.CUDA
 
@@ -28,6 +28,12 @@ def _target_activity(retarget: Retarget):
 def _dropped(retarget: Retarget, api: str, site) -> None:
     retarget.noop(api, f"torch.profiler records no {retarget.backend.name} kernels: the CPU side is profiled",
                   site)
+
+
+def supported_activities() -> set:
+    """`torch.profiler.supported_activities()` as on a GPU machine: CUDA's activity listed (the
+    application's request for it becomes the target's, or is dropped and reported, above)."""
+    return {*torch.profiler.supported_activities(), _CUDA}
 
 
 def activities(retarget: Retarget, site, value):

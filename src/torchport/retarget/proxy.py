@@ -423,6 +423,7 @@ class Facades:
         self.attention = _facade_module(torch.nn.attention, {"sdpa_kernel": attention.sdpa_kernel})
         self.autograd_profiler = _facade_module(torch.autograd.profiler, {"emit_nvtx": profiler.emit_nvtx})
         self.autograd = _facade_module(torch.autograd, {"profiler": self.autograd_profiler})
+        self.profiler = _facade_module(torch.profiler, {"supported_activities": profiler.supported_activities})
         self.parallel = _facade_module(torch.nn.parallel, {"DataParallel": data_parallel.DataParallel,
                                                            "data_parallel": data_parallel.data_parallel})
         self.jit = _facade_module(torch.jit, {"load": _jit_load})
@@ -441,6 +442,7 @@ class Facades:
                 "random": self.random,
                 "nn": self.nn,
                 "autograd": self.autograd,
+                "profiler": self.profiler,
                 "jit": self.jit,
                 "device": DeviceFacade,
                 "Generator": GeneratorFacade,
@@ -448,6 +450,9 @@ class Facades:
                 "is_autocast_enabled": amp.is_autocast_enabled,
                 "get_autocast_dtype": amp.get_autocast_dtype,
                 "get_autocast_gpu_dtype": amp.get_autocast_gpu_dtype,
+                "set_autocast_enabled": amp.set_autocast_enabled,
+                "set_autocast_dtype": amp.set_autocast_dtype,
+                "set_autocast_gpu_dtype": amp.set_autocast_gpu_dtype,
                 "set_default_device": _set_default_device,
                 "get_default_device": _get_default_device,
                 "set_default_tensor_type": _set_default_tensor_type,
@@ -483,6 +488,7 @@ class Facades:
             "torch.nn.parallel": self.parallel,
             "torch.autograd": self.autograd,
             "torch.autograd.profiler": self.autograd_profiler,
+            "torch.profiler": self.profiler,
             "torch.jit": self.jit,
         }
 

@@ -241,10 +241,16 @@ def call(function, site: int, *args, **kwargs):
             return _transferred(made, made, to_device=True)
         return made.detach().clone().requires_grad_(made.requires_grad)  # an array's memory: a new leaf
     if kwargs and (where := leaves_application(function if function is not _partial or not args else args[0])):
+        asked = ("fused" in kwargs or "capturable" in kwargs) and [flag for flag in _OPTIMIZER_FLAGS
+                                                                    if kwargs.get(flag) is True]
         for keyword, value in kwargs.items():
             helper = KEYWORD_HELPERS.get(keyword)
             if helper is not None and value is not None and value is not False:
                 kwargs[keyword] = helper(site, value)
+        if asked and where is True and isinstance(function, type) and issubclass(function, _Optimizer):
+            adapted = [flag for flag in asked if kwargs[flag] is False]
+            if adapted:
+                return _saved_as_asked(function(*args, **kwargs), adapted)
         if not _SPECIAL_KEYWORDS.isdisjoint(kwargs):  # one set operation on the common path
             if "use_cuda" in kwargs:
                 profiler.use_cuda(_rt, SITES[site], function, kwargs)
@@ -805,7 +811,7 @@ def _through_the_host(site: int | None, value):
     application sends to CUDA is read on the host, then copied to the target (what torch.load of the
     application does with it; a library's load leaves the tensors on the host); the rest goes where
     it asks."""
-    from torchport.retarget.host_loading import HostFunction, HostStorages, as_device
+    from torchport.retarget.host_loading import HostFunction, HostStorages, as_device, cuda_to_target
 
     if site is not None:
         _hit(site)
@@ -819,9 +825,7 @@ def _through_the_host(site: int | None, value):
         def route(location: str):
             asked = value.get(application_location(location))
             if asked is None:  # where it was saved: CUDA's and the target's own on the target
-                if location.startswith("cuda"):
-                    return as_device(map_device(location))
-                return as_device(location) if location.partition(":")[0] == _rt.type else None
+                return cuda_to_target(location)
             return as_device(map_device(asked))
 
         return HostStorages(route)
@@ -925,6 +929,34 @@ def pin_flag(site: int, value):
         _rt.noop("pin_memory=True", f"{_rt.backend.name} has no pinned host memory", SITES[site])
         return False
     return value
+
+
+#: Optimizer flags the target's profile may turn off (`fused_flag`, `capturable_flag`).
+_OPTIMIZER_FLAGS = ("fused", "capturable")
+_Optimizer = torch.optim.Optimizer
+
+
+def _saved_as_asked(optimizer, flags: list[str]):
+    """An optimizer whose `fused=True` (or `capturable=True`) the target turned off: its state_dict
+    says what the application asked for, so the checkpoint resumes with the original code on a GPU
+    (torch's load would otherwise turn the GPU's fused step off, and GradScaler's step then fails),
+    and a state_dict asking for them (this run's, or a GPU's) loads here with them off again. Through
+    torch's own state_dict hooks."""
+
+    def saved(_optimizer, state_dict):
+        for group in state_dict["param_groups"]:
+            for flag in flags:
+                if group.get(flag) is False:
+                    group[flag] = True
+        return state_dict
+
+    def loading(_optimizer, state_dict):
+        groups = [{**group, **{flag: False for flag in flags if group.get(flag)}} for group in state_dict["param_groups"]]
+        return {**state_dict, "param_groups": groups}
+
+    optimizer.register_state_dict_post_hook(saved)
+    optimizer.register_load_state_dict_pre_hook(loading)
+    return optimizer
 
 
 def _optimizer_flag(site: int, value, capability: str, topic: str, why: str):

@@ -351,21 +351,24 @@ def _names(code) -> set[str]:
     return names
 
 
-def unusable_device(error: BaseException) -> str | None:
+def unusable_device(error: BaseException, by_name: bool = True) -> str | None:
     """The device `error` comes from when this machine cannot use it (a factory written for a GPU host
-    calling `.cuda()` where torch has no CUDA): a registered device the message names, or whose
-    `torch.<device>` module the traceback passes through, that its backend's probe finds unusable."""
+    calling `.cuda()` where torch has no CUDA): a registered device the message names (with
+    `by_name`; else only in torch's own "not compiled with" words: a client's error text naming a
+    device is not one), or whose `torch.<device>` module the traceback passes through, that its
+    backend's probe finds unusable."""
     import re
     import traceback
 
     from torchport.backends import real_backends
 
     message = str(error).lower()
+    by_name = by_name or "compiled with" in message
     files = [frame.f_code.co_filename.replace("\\", "/") for frame, _ in traceback.walk_tb(error.__traceback__)]
     for backend in real_backends():
         if not backend.is_accelerator():
             continue
-        named = re.search(rf"\b{re.escape(backend.name)}\b", message) is not None
+        named = by_name and re.search(rf"\b{re.escape(backend.name)}\b", message) is not None
         if not named and not any(f"/torch/{backend.device_type}/" in path for path in files):
             continue
         try:

@@ -266,9 +266,17 @@ def batched_paths(run: Callable[[Any], Any], example: Any, outputs: Any) -> froz
     except (Exception, SystemExit):
         return frozenset()
     single, twice = dict(flatten_tensors(outputs)), dict(flatten_tensors(doubled))
-    return frozenset(path for path, tensor in single.items()
-                     if tensor.dim() >= 1 and tensor.shape[0] == batch and path in twice
-                     and tuple(twice[path].shape) == (2 * batch, *tensor.shape[1:]))
+    paths = frozenset(path for path, tensor in single.items()
+                      if tensor.dim() >= 1 and tensor.shape[0] == batch and path in twice
+                      and tuple(twice[path].shape) == (2 * batch, *tensor.shape[1:]))
+    if isinstance(outputs, (list, tuple)) and isinstance(doubled, (list, tuple)) \
+            and len(outputs) == batch and len(doubled) == 2 * batch:
+        paths |= {ENTRY_PER_ROW}  # one entry per input row (a detector's list of dicts): OutputContract.per_row
+    return paths
+
+
+#: In `batched_paths`: the outputs are a list with one entry per input row.
+ENTRY_PER_ROW = "[per row]"
 
 
 #: How many of the example's rows `rows_mixed` runs alone.
@@ -380,6 +388,9 @@ class OutputContract:
     detector keeps)."""
 
     def __init__(self, reference: Any, example: Any, batched: frozenset[str], downcasts: Mapping[str, str]):
+        #: Whether the outputs are a list with one entry per input row (a detector's list of dicts).
+        self.per_row = ENTRY_PER_ROW in batched
+        batched = batched - {ENTRY_PER_ROW}
         self.reference = tuple((path, dtype, rank, path in batched) for path, dtype, rank in _layout(reference))
         #: The outputs that follow the batch (their first dimension is the input's batch size).
         self.batched = batched
@@ -399,6 +410,10 @@ class OutputContract:
 
     def violation(self, outputs: Any, inputs: Any) -> str | None:
         """None when `outputs` keep the contract, else what differs."""
+        if self.per_row and isinstance(outputs, (list, tuple)):
+            batch = _batch(inputs)
+            if batch is not None and len(outputs) != batch:
+                return f"the outputs hold {len(outputs)} entries for a batch of {batch} (one per row for the fallback)"
         found = self._against_reference(outputs, inputs)
         if found is not None and self._confirmed:
             learned = self._confirmed.get(_layout(inputs), {})
@@ -514,7 +529,11 @@ class OutputContract:
                     layouts[layout], learned = batched, True
                     self._learned += 1
                 elif layout in layouts and batched is not None and layouts[layout] != batched:
-                    layouts[layout], learned = batched, True  # which outputs follow the batch, now known
+                    # which outputs follow the batch, now known; one seen not following it never does (a
+                    # detector's image keeping as many boxes as the batch has images, by chance)
+                    known = layouts[layout]
+                    layouts[layout] = batched if known is None else known & batched
+                    learned = layouts[layout] != known
             if self._example_rows is not None and _row_shapes(inputs) == self._example_rows:
                 free = {(path, dimension) for path, _, dimension, _ in self._row_differences(outputs)}
                 learned = learned or not free <= self._free
@@ -1285,7 +1304,7 @@ class Deployment:
             raise PreprocessFailed(f"The factory's preprocess failed: {type(error).__name__}: {error}. An error of "
                                    "this kind is the server's (its code or files), not the request's.") from error
         except (Exception, SystemExit) as error:  # sys.exit() in a preprocess ends the request, not the server
-            device = unusable_device(error) if isinstance(error, Exception) else None
+            device = unusable_device(error, by_name=False) if isinstance(error, Exception) else None
             if device is not None:  # `.to("cuda")` in a preprocess written for a GPU host: every request fails
                 self.metrics.rejected(PreprocessFailed.kind)
                 _log.error("the factory's preprocess places the request on %r, which this machine cannot use "
