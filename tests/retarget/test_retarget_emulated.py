@@ -1017,11 +1017,14 @@ def test_an_optimizer_whose_fused_step_the_target_lacks_saves_what_the_applicati
     if sys.argv[1] == "save":
         torch.save({{"model": model.state_dict(), "opt": opt.state_dict()}}, path)
     print("stepped=True")
+    print("fused=" + str(opt.param_groups[0]["fused"]))
     """
-    for device, step in [("neuron-emulated", "save"), ("cpu", "resume"), ("neuron-emulated", "resume")]:
+    for device, step, fused in [("neuron-emulated", "save", False), ("cpu", "resume", True),
+                                ("neuron-emulated", "resume", False)]:
         result = program(source, "--device", device, args=[step])
         assert result.returncode == 0, (device, step, result.stderr[-2000:])
-        assert result.values() == {"stepped": "True"}
+        # resumed here, the fused step the target lacks stays off
+        assert result.values() == {"stepped": "True", "fused": str(fused)}
         if step == "save":
             import torch
 

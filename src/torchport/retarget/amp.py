@@ -79,7 +79,7 @@ def _target_autocast(device_type: str, dtype, enabled: bool):
         return device_type, dtype, enabled, False
     if not enabled:
         return retarget.type, None, False, False
-    dtype = dtype or _cuda_dtype[0]  # torch.set_autocast_dtype("cuda", ...) before: CUDA's default then
+    dtype = dtype or _cuda_dtype.dtype  # torch.set_autocast_dtype("cuda", ...) before: CUDA's default then
     if not retarget.visible():  # CUDA_VISIBLE_DEVICES hid every device: torch's own warning and answer
         warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=3)
         return retarget.type, None, False, False
@@ -409,13 +409,19 @@ def get_autocast_dtype(device_type: str):
     policy), not the target's own default (the CPU's is bfloat16)."""
     kind = _autocast_type(device_type)
     if kind != device_type and not torch.is_autocast_enabled(kind):
-        return effective_dtype(_cuda_dtype[0]) or _cuda_dtype[0] or torch.float16
+        return effective_dtype(_cuda_dtype.dtype) or _cuda_dtype.dtype or torch.float16
     return torch.get_autocast_dtype(kind)
 
 
-#: The dtype the application set for CUDA's autocast (`torch.set_autocast_dtype("cuda", ...)`,
-#: `set_autocast_gpu_dtype`); None: CUDA's own float16.
-_cuda_dtype: list = [None]
+class _CudaDtype(threading.local):
+    """The dtype the application set for CUDA's autocast on this thread, as torch keeps it per thread
+    (`torch.set_autocast_dtype("cuda", ...)`, `set_autocast_gpu_dtype`); None: CUDA's own float16."""
+
+    def __init__(self):
+        self.dtype = None
+
+
+_cuda_dtype = _CudaDtype()
 
 
 def set_autocast_dtype(device_type: str, dtype) -> None:
@@ -423,13 +429,13 @@ def set_autocast_dtype(device_type: str, dtype) -> None:
     without one, `set_autocast_enabled`) as the application asked, run under the precision policy."""
     if device_type != "cuda":
         return torch.set_autocast_dtype(device_type, dtype)
-    _cuda_dtype[0] = dtype
+    _cuda_dtype.dtype = dtype
     retarget = state.current()
     effective = effective_dtype(dtype)
-    if effective is not None and effective is not torch.float32:
+    # the target's own default is left alone (the CPU target's autocast("cpu") keeps bfloat16) unless
+    # its autocast is on, CUDA's dtype then being the one it runs in
+    if torch.is_autocast_enabled(retarget.type) and effective is not None and effective is not torch.float32:
         torch.set_autocast_dtype(retarget.type, effective)
-    if torch.is_autocast_enabled(retarget.type) and (effective is None or effective is torch.float32):
-        torch.set_autocast_enabled(retarget.type, False)
     return None
 
 
@@ -440,11 +446,12 @@ def set_autocast_gpu_dtype(dtype) -> None:
     set_autocast_dtype("cuda", dtype)
 
 
-def set_autocast_enabled(*args) -> None:
+def set_autocast_enabled(device_type=None, enabled=None) -> None:
     """`torch.set_autocast_enabled(True)` (CUDA's, the one-argument form) or `("cuda", True)`: the
     target's autocast switched on outside any region, in the dtype CUDA's would run with here
     (`set_autocast_dtype`, under the precision policy), reported as a region is."""
-    device_type, enabled = ("cuda", args[0]) if len(args) == 1 else args
+    if enabled is None and isinstance(device_type, bool):
+        device_type, enabled = "cuda", device_type
     if device_type != "cuda":
         return torch.set_autocast_enabled(device_type, enabled)
     if not enabled:

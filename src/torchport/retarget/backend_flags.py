@@ -79,6 +79,9 @@ def _library_choice(real, api: str):
     the choice would read (torch alone refuses it: "not compiled with cuSOLVER")."""
     chosen: list = [None]
     enum = type(real())
+    # torch's own name table (ROCm's aliases included), else the enum's members
+    names = getattr(torch.backends.cuda, {"preferred_blas_library": "_BlasBackends"}.get(real.__name__, "_LinalgBackends"),
+                    None) or {name.lower(): member for name, member in enum.__members__.items()}
 
     def choose(backend=None):
         retarget = state.current()
@@ -87,7 +90,7 @@ def _library_choice(real, api: str):
         if backend is None:
             return chosen[0] if chosen[0] is not None else real()
         if isinstance(backend, str):
-            value = {name.lower(): member for name, member in enum.__members__.items()}.get(backend.lower())
+            value = names.get(backend.lower())
             if value is None:
                 return real(backend)  # torch's own error for a name it does not know
         elif isinstance(backend, enum):
