@@ -279,8 +279,14 @@ def test_the_device_holds_the_profiles_memory_and_runs_out_as_cuda_does(target):
     assert total == 64 * 2**20 and free == total - module.memory_allocated() <= 32 * 2**20
     del kept
     assert torch.ones(12 * 2**20, device=DEVICE).sum().item() == 12 * 2**20  # freed memory is free again
-    # more than the host can give: the device's error too, not the host allocator's RuntimeError
+    # more than the device holds and the host can give: the device's capacity error, whatever this
+    # host's memory (it was the host's words, which Accelerate's batch-size finder retries on, and the
+    # target's where the host could reserve the bytes)
     target("neuron")
+    with pytest.raises(torch.OutOfMemoryError, match=r"^RESOURCE_EXHAUSTED\. Tried to allocate 4096\.00 GiB"):
+        torch.empty(2**40, device=DEVICE)
+    # within the device's capacity, more than the host can give: the device's error in the host's words
+    target(dataclasses.replace(load("neuron"), memory_bytes=2**50))
     with pytest.raises(torch.OutOfMemoryError, match=r"RESOURCE_EXHAUSTED in .*\(neuron-emulated\)"):
         torch.empty(2**40, device=DEVICE)
     # in the target's own words, which handlers written for it match (`"CUDA out of memory" in str(e)`)

@@ -7,6 +7,7 @@ autograd all share them. Every device allocation is a `_Block`; its lifetime is 
 from __future__ import annotations
 
 import os
+import re
 import weakref
 
 import torch
@@ -87,11 +88,18 @@ def check_fits(nbytes: int) -> None:
     CUDA's allocator raises there (torch.OutOfMemoryError, "... out of memory. Tried to allocate ..."),
     so the application's out-of-memory handling runs as on the target, before the host's own limit."""
     profile = state.profile
+    if profile is not None and state.allocated + nbytes > profile.memory_bytes:
+        raise _beyond_capacity(nbytes)  # raised from no local: its traceback holds no cycle keeping tensors alive
+
+
+def _beyond_capacity(nbytes: int) -> torch.OutOfMemoryError | None:
+    """The device's error for allocating `nbytes` beyond the profile's capacity, or None if they fit."""
+    profile = state.profile
     if profile is None or state.allocated + nbytes <= profile.memory_bytes:
-        return
+        return None
     total = profile.memory_bytes
     state.ooms += 1
-    raise torch.OutOfMemoryError(
+    return torch.OutOfMemoryError(
         f"{_target_words()}. Tried to allocate {_gib(nbytes)}. Device 0 has a total capacity "
         f"of {_gib(total)} of which {_gib(max(total - state.allocated, 0))} is free; {_gib(state.allocated)} is "
         f"allocated by PyTorch on the device. ({profile.name}-emulated: the capacity is the profile's memory_bytes.)"
@@ -110,6 +118,12 @@ def host_out_of_memory(error: RuntimeError, op_name: str) -> torch.OutOfMemoryEr
     message = str(error)
     if not any(phrase in message for phrase in _HOST_MESSAGES):
         return None
+    # more than the device holds: the device's own error, whatever this host's memory (an application
+    # matching the target's words, Accelerate's batch-size finder, sees them on every machine)
+    asked = re.search(r"allocate (\d+) bytes", message)
+    beyond = _beyond_capacity(int(asked.group(1))) if asked else None
+    if beyond is not None:
+        return beyond
     name = state.profile.name if state.profile is not None else "the target"
     state.ooms += 1
     return torch.OutOfMemoryError(
