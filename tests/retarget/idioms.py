@@ -852,4 +852,9 @@ IDIOMS = [
      "import torch\ntorch.set_autocast_enabled(True)\ntry:\n    a = torch.randn(2, 2, device='cuda')\n"
      "    result = (str((a @ a).dtype), torch.is_autocast_enabled())\nfinally:\n    torch.set_autocast_enabled(False)",
      "result = ('torch.float16', True)"),
+    # yes/no questions a GPU answers (peer copies, the allocator, TF32)
+    ("cuda_plain_queries",
+     "import torch\nresult = (torch.cuda.can_device_access_peer(0, 0), torch.cuda.get_allocator_backend(), "
+     "isinstance(torch.cuda.is_tf32_supported(), bool))",
+     "result = (False, 'native', True)"),
 ]

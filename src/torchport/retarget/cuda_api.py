@@ -314,6 +314,28 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return supported
 
 
+def is_tf32_supported() -> bool:
+    """False: TF32 is NVIDIA's format; the target's matmuls run at their own precision (the TF32
+    flags are reported no-ops)."""
+    _rt().redirected("torch.cuda.is_tf32_supported")
+    return False
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """False: no CUDA peer-to-peer access between the target's devices (code takes its copy path)."""
+    retarget = _rt()
+    retarget.redirected("torch.cuda.can_device_access_peer")
+    _queried(retarget, device)
+    _queried(retarget, peer_device)
+    return False
+
+
+def get_allocator_backend() -> str:
+    """'native': the caching allocator's answer (no cudaMallocAsync on the target)."""
+    _rt().redirected("torch.cuda.get_allocator_backend")
+    return "native"
+
+
 def is_initialized() -> bool:
     return True
 
@@ -1262,6 +1284,7 @@ def build_cuda_module() -> types.ModuleType:
     names = [
         "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
         "get_device_name", "get_device_capability", "get_device_properties", "is_bf16_supported",
+        "is_tf32_supported", "can_device_access_peer", "get_allocator_backend",
         "get_arch_list", "get_gencode_flags", "is_initialized", "init", "reset_peak_memory_stats", "empty_cache",
         "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem_get_info", "device_memory_used", "manual_seed", "manual_seed_all", "seed", "seed_all",
         "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
