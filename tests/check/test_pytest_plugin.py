@@ -106,14 +106,18 @@ def test_autocast_dtype():
 
 
 def test_the_run_summary_is_in_pytests_output_and_names_the_precision_policys_decisions(tmp_path):
-    # a test checking CUDA's fp16 autocast fails under the default `auto` policy (bf16 on the CPU):
-    # pytest's output says why, as `torchport run` does, and `keep` runs fp16 as asked
+    # a test checking CUDA's fp16 autocast fails under the default `auto` policy (bf16 on a CPU that
+    # computes it natively, fp32 on one that does not): pytest's output says why, as `torchport run`
+    # does, and `keep` runs fp16 as asked
+    from torchport.backends.cpu import has_native_bf16
+
+    runs = "autocast bfloat16" if has_native_bf16() else "autocast off (fp32)"
     (tmp_path / "test_amp.py").write_text(AMP_SUITE)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), "--torchport-device", "cpu"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert "1 failed" in done.stdout, done.stdout
     assert "torchport: cuda -> cpu:" in done.stdout
-    assert "precision (auto): cuda autocast float16: autocast bfloat16 on cpu" in done.stdout
+    assert f"precision (auto): cuda autocast float16: {runs} on cpu" in done.stdout
     assert "torchport: cuda -> cpu:" not in done.stderr  # once, in pytest's output
     kept = subprocess.run([*command, "--torchport-precision", "keep"], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path)
