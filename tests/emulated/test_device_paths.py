@@ -352,3 +352,9 @@ def test_numbers_an_op_computes_with_are_narrowed_as_the_tensors_are(target):
     written = torch.tensor(16777217, device=DEVICE)
     written.lt_(torch.tensor(5.0, dtype=torch.float64, device=DEVICE))
     assert written.item() == 0
+    # a number the narrowing changed is a changed value in the check's report (sys.maxsize as "no limit")
+    census = Census(target("neuron"))
+    indices = torch.arange(3, device=DEVICE)
+    with census.recording():
+        indices.clamp(max=2**63 - 1)
+    assert census.downcasts[("aten::clamp", "int64", "int32")][1] >= 1

@@ -259,12 +259,10 @@ def _narrowed_number(value, tensor_dtype: torch.dtype, info_name: str):
         return value
     if narrow is torch.int32 and isinstance(value, int):
         narrowed = value if -_INT32 <= value < _INT32 else (value + _INT32) % (2 * _INT32) - _INT32
-    elif narrow is torch.float32 and isinstance(value, float) and value != value:  # NaN stays NaN
+    elif value != value:  # NaN stays NaN (and is no change to record)
         return value
     else:
         narrowed = torch.tensor(value, dtype=dtype).to(narrow).item()
-        if isinstance(value, int) and not narrow.is_floating_point:
-            narrowed = int(narrowed)
     if narrowed != value:
         recorder = state.recorder
         if recorder is not None:

@@ -87,16 +87,18 @@ def check_fits(nbytes: int) -> None:
     """The device holds the profile's `memory_bytes`: an allocation beyond what is left raises what
     CUDA's allocator raises there (torch.OutOfMemoryError, "... out of memory. Tried to allocate ..."),
     so the application's out-of-memory handling runs as on the target, before the host's own limit."""
-    profile = state.profile
-    if profile is not None and state.allocated + nbytes > profile.memory_bytes:
-        raise _beyond_capacity(nbytes)  # raised from no local: its traceback holds no cycle keeping tensors alive
+    if _beyond_capacity(nbytes):
+        raise _capacity_error(nbytes)  # built here, not held in a local: no traceback cycle keeps tensors alive
 
 
-def _beyond_capacity(nbytes: int) -> torch.OutOfMemoryError | None:
-    """The device's error for allocating `nbytes` beyond the profile's capacity, or None if they fit."""
+def _beyond_capacity(nbytes: int) -> bool:
     profile = state.profile
-    if profile is None or state.allocated + nbytes <= profile.memory_bytes:
-        return None
+    return profile is not None and state.allocated + nbytes > profile.memory_bytes
+
+
+def _capacity_error(nbytes: int) -> torch.OutOfMemoryError:
+    """The device's error for allocating `nbytes` beyond the profile's capacity."""
+    profile = state.profile
     total = profile.memory_bytes
     state.ooms += 1
     return torch.OutOfMemoryError(
@@ -121,9 +123,8 @@ def host_out_of_memory(error: RuntimeError, op_name: str) -> torch.OutOfMemoryEr
     # more than the device holds: the device's own error, whatever this host's memory (an application
     # matching the target's words, Accelerate's batch-size finder, sees them on every machine)
     asked = re.search(r"allocate (\d+) bytes", message)
-    beyond = _beyond_capacity(int(asked.group(1))) if asked else None
-    if beyond is not None:
-        return beyond
+    if asked and _beyond_capacity(int(asked.group(1))):
+        return _capacity_error(int(asked.group(1)))
     name = state.profile.name if state.profile is not None else "the target"
     state.ooms += 1
     return torch.OutOfMemoryError(

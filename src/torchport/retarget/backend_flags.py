@@ -73,15 +73,14 @@ def _set_cuda_flag(real, api: str, name: str, value) -> None:
         retarget.noop(api, f"TF32 and cuBLAS settings do not apply on {retarget.backend.name}")
 
 
-def _library_choice(real, api: str):
+def _library_choice(real, api: str, table: str):
     """`torch.backends.cuda.preferred_linalg_library("cusolver")` / `preferred_blas_library("cublaslt")`:
     a choice among CUDA's own libraries, kept on CUDA; elsewhere a reported no-op that answers what
     the choice would read (torch alone refuses it: "not compiled with cuSOLVER")."""
     chosen: list = [None]
     enum = type(real())
     # torch's own name table (ROCm's aliases included), else the enum's members
-    names = getattr(torch.backends.cuda, {"preferred_blas_library": "_BlasBackends"}.get(real.__name__, "_LinalgBackends"),
-                    None) or {name.lower(): member for name, member in enum.__members__.items()}
+    names = getattr(torch.backends.cuda, table, None) or {name.lower(): member for name, member in enum.__members__.items()}
 
     def choose(backend=None):
         retarget = state.current()
@@ -115,8 +114,9 @@ def build_backends_module(real_backends) -> types.ModuleType:
     cuda_flags.sdp_kernel = attention.sdp_kernel
     cuda_flags.__dict__.update(attention.FLAG_READERS)
     cuda_flags.__dict__.update(attention.FLAG_SWITCHES)
-    for name in ("preferred_linalg_library", "preferred_blas_library"):
+    for name, table in (("preferred_linalg_library", "_LinalgBackends"), ("preferred_blas_library", "_BlasBackends")):
         if hasattr(real_backends.cuda, name):
-            setattr(cuda_flags, name, _library_choice(getattr(real_backends.cuda, name), f"torch.backends.cuda.{name}"))
+            setattr(cuda_flags, name, _library_choice(getattr(real_backends.cuda, name), f"torch.backends.cuda.{name}",
+                                                      table))
     return standin.facade_module(real_backends, {
         "cudnn": FlagNamespace(real_backends.cudnn, "torch.backends.cudnn", _set_cudnn), "cuda": cuda_flags})

@@ -7,8 +7,8 @@ every storage, for `map_location='cuda'`), and the tensors saved without storage
 as arrays, and wrapper subclasses), which torch rebuilds directly on the device it is told. What was
 saved on the CPU stays there, as on a GPU machine.
 
-`HostStorages` is the `map_location` torch sees (`HostFunction` for the application's callable). torch asks a dict-like map_location in two places:
-the storage loader (`map_location.get(location, location)`, then the registered deserializers) and
+`HostStorages` is the `map_location` torch sees (`HostFunction` for the application's callable).
+torch asks a dict-like map_location in two places: the storage loader (`map_location.get(location, location)`, then the registered deserializers) and
 `torch._utils._get_restore_location` for tensors without storages; a callable is refused by the
 latter ("Callable map_location not supported with _rebuild_device_tensor_from_numpy"). Storages go
 to the host under the location `HOST`, which a deserializer registered here recognises, restoring
